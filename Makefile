@@ -1,0 +1,55 @@
+# lockpick: make demo | make test | make bench | one target per scenario.
+GO      ?= go
+BIN     := bin/lockpick
+REV     := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X main.revision=$(REV)
+STORE   ?= store
+# Extra flags for scenario targets, e.g. make redlock-restart ARGS='--seed 7'
+ARGS    ?=
+
+.PHONY: all build deps test vet bench demo scenarios redlock-restart redlock-delayed-restart single-restart clean
+
+all: build
+
+# Installs what is missing (redis-server, a C compiler) through apt-get when root; otherwise says what to install.
+deps:
+	@scripts/install-deps.sh
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+test: deps vet
+	$(GO) test -count=1 -timeout 14m ./...
+
+# Checker throughput on a generated history of one million operations on one hot key.
+bench:
+	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
+
+demo: deps build
+	@scripts/demo.sh $(BIN) $(STORE)
+
+# Scenario targets: each runs one cell of the expected-outcome table and fails when the verdict
+# differs from the expectation (exit 0 valid, 1 invalid).
+define scenario
+	@$(BIN) run --store $(STORE) --name $@ $(2) $(ARGS); code=$$?; \
+	if [ $$code -eq $(1) ]; then echo "$@: as expected (exit $$code)"; \
+	else echo "$@: UNEXPECTED exit $$code, expected $(1)"; exit 1; fi
+endef
+
+redlock-restart: build
+	$(call scenario,1,--lock redlock --nemesis restart --time-limit 60s)
+
+redlock-delayed-restart: build
+	$(call scenario,0,--lock redlock --nemesis restart-delayed --time-limit 60s)
+
+single-restart: build
+	$(call scenario,1,--lock single --nemesis restart --time-limit 30s)
+
+scenarios: redlock-restart redlock-delayed-restart single-restart
+
+clean:
+	rm -rf bin

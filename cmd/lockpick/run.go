@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/nemesis"
+)
+
+func newRunCmd() *cobra.Command {
+	var cfg harness.Config
+	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, checkTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a lock under a nemesis and check the history",
+		Example: `  lockpick run --lock redlock --nemesis restart --time-limit 60s --seed 1
+  lockpick run --lock single --nemesis none --clients 20 --keys 2 --ttl 1s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.TTL, cfg.TimeLimit, cfg.Recovery = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery)
+			cfg.Interval, cfg.RestartDelay, cfg.NodeTimeout = harness.Duration(interval), harness.Duration(restartDelay), harness.Duration(nodeTimeout)
+			cfg.HoldMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(checkTimeout)
+			if !cmd.Flags().Changed("seed") {
+				cfg.Seed = rand.Uint64() >> 1
+			}
+			cfg.Revision = revision
+			cfg.Command = os.Args
+			var progress io.Writer
+			if isTerminal(os.Stderr) {
+				progress = os.Stderr
+			}
+			out, err := harness.Run(cmd.Context(), cfg, progress)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), out.Result.Summary())
+			for _, e := range out.Errors {
+				fmt.Fprintln(cmd.OutOrStdout(), "run error:", e)
+			}
+			if out.Interrupted {
+				fmt.Fprintln(cmd.OutOrStdout(), "interrupted: the verdict covers the history recorded until the interrupt")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
+			return exitError{out.Result.Valid.ExitCode()}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Lock, "lock", "redlock", fmt.Sprintf("lock under test: %v", locks.Names()))
+	f.StringVar(&cfg.Nemesis, "nemesis", "none", fmt.Sprintf("fault to inject: %v", nemesis.Names()))
+	f.StringVar(&cfg.Name, "name", "", "name of the run in the store (default LOCK-NEMESIS)")
+	f.IntVar(&cfg.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single)")
+	f.StringVar(&cfg.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
+	f.IntVar(&cfg.Clients, "clients", 10, "concurrent client processes")
+	f.IntVar(&cfg.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
+	f.IntVar(&cfg.Keys, "keys", 1, "lock keys the clients contend for")
+	f.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL each acquire asks for")
+	f.DurationVar(&timeLimit, "time-limit", 30*time.Second, "length of the fault phase")
+	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
+	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
+	f.DurationVar(&restartDelay, "restart-delay", 0, "how long restart-delayed keeps a node down (default 1.5 x TTL)")
+	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/20)")
+	f.DurationVar(&holdMax, "hold-max", 0, "longest hold of a granted lease (default TTL/4)")
+	f.DurationVar(&checkTimeout, "check-timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault schedule and the workload (default random, printed)")
+	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
+	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
+	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	return cmd
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,151 @@
+// Package harness is the run loop: it builds the cluster and its links, starts the processes and the
+// nemesis, records the history, stops at the time limit, heals, lets the cluster recover, checks the
+// history and stores the run.
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/nemesis"
+)
+
+// Duration is a time.Duration that reads and writes JSON as text ("2s").
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is one run, resolved: every default filled in, stored as config.json with the run.
+type Config struct {
+	Name    string `json:"name"`
+	Lock    string `json:"lock"`
+	Nemesis string `json:"nemesis"`
+	// Nodes is the cluster size; zero means 5 for redlock and 1 for single.
+	Nodes        int      `json:"nodes"`
+	Persistence  string   `json:"persistence"`
+	Clients      int      `json:"clients"`
+	ClientGroups int      `json:"client_groups"`
+	Keys         int      `json:"keys"`
+	TTL          Duration `json:"ttl"`
+	TimeLimit    Duration `json:"time_limit"`
+	// Recovery is the fault-free phase after the final heal.
+	Recovery Duration `json:"recovery"`
+	// Interval is the mean time between faults.
+	Interval Duration `json:"interval"`
+	// RestartDelay is how long restart-delayed keeps a node down; zero means TTL plus half a TTL.
+	RestartDelay Duration `json:"restart_delay"`
+	// NodeTimeout bounds each lock request to one node; zero means TTL/20 within [5ms, 500ms].
+	NodeTimeout Duration `json:"node_timeout"`
+	// HoldMax bounds how long a process holds a lease; zero means TTL/4.
+	HoldMax      Duration `json:"hold_max"`
+	CheckTimeout Duration `json:"check_timeout"`
+	Seed         uint64   `json:"seed"`
+	Store        string   `json:"store"`
+	BasePort     int      `json:"base_port,omitempty"`
+	RedisServer  string   `json:"redis_server,omitempty"`
+
+	// Revision is the git revision lockpick was built from; Command is how it was invoked.
+	Revision string   `json:"revision"`
+	Command  []string `json:"command,omitempty"`
+}
+
+// Resolve fills in defaults and checks the configuration. Its errors name the flag and the fix.
+func (c *Config) Resolve() error {
+	if err := locks.Validate(c.Lock); err != nil {
+		return fmt.Errorf("--lock: %w", err)
+	}
+	if err := nemesis.Validate(c.Nemesis); err != nil {
+		return fmt.Errorf("--nemesis: %w", err)
+	}
+	if c.Persistence == "" {
+		c.Persistence = string(clusters.PersistNone)
+	}
+	if _, err := clusters.ParsePersistence(c.Persistence); err != nil {
+		return fmt.Errorf("--persistence: %w", err)
+	}
+	if c.TTL <= 0 {
+		return fmt.Errorf("--ttl must be positive (for example --ttl 2s), got %v", time.Duration(c.TTL))
+	}
+	if c.TTL < Duration(10*time.Millisecond) {
+		return fmt.Errorf("--ttl %v is below Redis's useful resolution: use at least 10ms", time.Duration(c.TTL))
+	}
+	if c.TimeLimit <= c.TTL {
+		return fmt.Errorf("--time-limit %v is not longer than --ttl %v: give the run more than one TTL (for example --time-limit 30s)", time.Duration(c.TimeLimit), time.Duration(c.TTL))
+	}
+	if c.Clients < 1 {
+		return fmt.Errorf("--clients must be at least 1, got %d", c.Clients)
+	}
+	if c.Keys < 1 {
+		return fmt.Errorf("--keys must be at least 1, got %d", c.Keys)
+	}
+	if c.ClientGroups == 0 {
+		c.ClientGroups = 1
+	}
+	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
+		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 5
+		if c.Lock == "single" {
+			c.Nodes = 1
+		}
+	}
+	if c.Nodes < 1 || c.Nodes > 99 {
+		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
+	}
+	if c.Recovery < 0 {
+		return fmt.Errorf("--recovery must not be negative, got %v", time.Duration(c.Recovery))
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(5 * time.Second)
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("--interval must be positive, got %v", time.Duration(c.Interval))
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = c.TTL + c.TTL/2
+	}
+	if c.RestartDelay < 0 {
+		return fmt.Errorf("--restart-delay must be positive, got %v", time.Duration(c.RestartDelay))
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = min(max(c.TTL/20, Duration(5*time.Millisecond)), Duration(500*time.Millisecond))
+	}
+	if c.NodeTimeout < 0 || c.NodeTimeout >= c.TTL {
+		return fmt.Errorf("--node-timeout %v must be positive and well below --ttl %v", time.Duration(c.NodeTimeout), time.Duration(c.TTL))
+	}
+	if c.HoldMax == 0 {
+		c.HoldMax = c.TTL / 4
+	}
+	if c.HoldMax < 0 {
+		return fmt.Errorf("--hold-max must not be negative, got %v", time.Duration(c.HoldMax))
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = Duration(2 * time.Minute)
+	}
+	if c.Store == "" {
+		c.Store = "store"
+	}
+	if c.Name == "" {
+		c.Name = c.Lock + "-" + c.Nemesis
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/links"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/workloads"
+)
+
+// StartError is a run that could not start: bad input or a missing dependency. Nothing was run.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Outcome is a finished run.
+type Outcome struct {
+	Dir         string
+	Result      *checker.Result
+	Interrupted bool
+	// Errors are problems of the run itself, beside the verdict (a fault that could not be applied).
+	Errors []string
+}
+
+// Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
+// finish their operations, and the history recorded so far is checked and stored. progress, if not
+// nil, receives a live status line.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) {
+	if err := cfg.Resolve(); err != nil {
+		return nil, &StartError{err}
+	}
+	if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+		return nil, &StartError{err}
+	}
+	dir, err := results.NewRunDir(cfg.Store, cfg.Name, time.Now())
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	logFile, err := os.Create(filepath.Join(dir, "lockpick.log"))
+	if err != nil {
+		return nil, &StartError{fmt.Errorf("create log: %w", err)}
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
+		return nil, &StartError{err}
+	}
+	if err := results.LinkLatest(cfg.Store, dir); err != nil {
+		log.Warn("cannot link latest", "err", err)
+	}
+
+	// The cluster: nodes, then one link per client group and node, then admin clients that bypass
+	// the links for the harness's own use.
+	cluster, err := clusters.StartLocal(ctx, clusters.Config{
+		Nodes: cfg.Nodes, Dir: filepath.Join(dir, results.NodesDir), BasePort: cfg.BasePort,
+		Persistence: clusters.Persistence(cfg.Persistence), RedisServer: cfg.RedisServer, Logger: log,
+	})
+	if err != nil {
+		return nil, &StartError{fmt.Errorf("start cluster: %w", err)}
+	}
+	defer cluster.Close()
+	nodes := cluster.Nodes()
+	names := make([]string, len(nodes))
+	admin := make(map[string]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+		admin[n.Name] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+		defer admin[n.Name].Close()
+	}
+	linkSet := links.New()
+	defer linkSet.Close()
+	groups := make([]string, cfg.ClientGroups)
+	for g := range groups {
+		groups[g] = fmt.Sprintf("c%d", g+1)
+		for _, n := range nodes {
+			if _, err := linkSet.Add(groups[g], n.Name, n.Addr()); err != nil {
+				return nil, &StartError{err}
+			}
+		}
+	}
+
+	nem, err := newNemesis(cfg, cluster, names)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	plan := nem.Plan(nemesis.Seed(cfg.Seed, nem.Name()), time.Duration(cfg.TimeLimit))
+	if err := results.WriteJSON(dir, results.ScheduleFile, plan); err != nil {
+		return nil, &StartError{err}
+	}
+
+	status := newStatus()
+	start := time.Now()
+	rec, err := history.Create(filepath.Join(dir, history.FileName), start, status.observe)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	log.Info("run started", "dir", dir, "lock", cfg.Lock, "nemesis", cfg.Nemesis, "seed", cfg.Seed, "nodes", cfg.Nodes)
+
+	lockOpts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
+	env := workloads.Env{
+		Recorder: rec,
+		NewLocker: func(process int) (locks.Locker, error) {
+			group := groups[(process%cfg.Clients)%len(groups)]
+			eps := make([]locks.Endpoint, len(names))
+			for i, n := range names {
+				l, err := linkSet.Get(group, n)
+				if err != nil {
+					return nil, err
+				}
+				eps[i] = locks.Endpoint{Node: n, Addr: l.Addr}
+			}
+			return locks.New(cfg.Lock, eps, lockOpts)
+		},
+	}
+	workload := workloads.Mutex{
+		Clients: cfg.Clients, Keys: cfg.Keys, TTL: time.Duration(cfg.TTL),
+		HoldMax: time.Duration(cfg.HoldMax), Seed: cfg.Seed,
+	}
+
+	// Phases: faults until the time limit, then the nemesis heals, then the processes go on without
+	// faults for the recovery phase. An interrupt cuts every phase short but never skips the heal.
+	faultCtx, cancelFaults := context.WithDeadline(ctx, start.Add(time.Duration(cfg.TimeLimit)))
+	defer cancelFaults()
+	workCtx, cancelWork := context.WithDeadline(ctx, start.Add(time.Duration(cfg.TimeLimit+cfg.Recovery)))
+	defer cancelWork()
+
+	var wg sync.WaitGroup
+	var nemErr, workErr error
+	wg.Go(func() { nemErr = nemesis.Run(faultCtx, nem, plan, rec) })
+	wg.Go(func() { workErr = workload.Run(workCtx, env) })
+	stopProgress := status.show(progress, start, time.Duration(cfg.TimeLimit+cfg.Recovery))
+	wg.Wait()
+	stopProgress()
+	if err := rec.Close(); err != nil {
+		return nil, fmt.Errorf("run in %s crashed: %w", dir, err)
+	}
+	if workErr != nil {
+		return nil, fmt.Errorf("run in %s crashed: workload: %w", dir, workErr)
+	}
+	out := &Outcome{Dir: dir, Interrupted: ctx.Err() != nil}
+	if nemErr != nil {
+		log.Error("nemesis", "err", nemErr)
+		out.Errors = append(out.Errors, "nemesis: "+nemErr.Error())
+	}
+	// After the heal every node must answer; a node that does not is a broken run, said beside the verdict.
+	for _, n := range names {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if err := admin[n].Ping(pctx).Err(); err != nil {
+			out.Errors = append(out.Errors, fmt.Sprintf("node %s not answering after the heal: %v", n, err))
+		}
+		cancel()
+	}
+	linkSet.Close()
+	cluster.Close()
+	log.Info("run finished; checking", "interrupted", out.Interrupted)
+
+	res, err := Check(dir, time.Duration(cfg.CheckTimeout), results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Errors: out.Errors})
+	if err != nil {
+		return nil, err
+	}
+	out.Result = res
+	return out, nil
+}
+
+// Check reads the history stored in dir, checks it, and writes the results beside it.
+func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Result, error) {
+	events, err := history.ReadFile(filepath.Join(dir, history.FileName))
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", dir, err)
+	}
+	res, err := checker.Check(events, checker.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", dir, err)
+	}
+	info.Dir = dir
+	if err := results.Write(dir, res, info); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func newNemesis(cfg Config, cluster *clusters.Local, nodes []string) (nemesis.Nemesis, error) {
+	switch cfg.Nemesis {
+	case "none":
+		return nemesis.None{}, nil
+	case "restart":
+		return &nemesis.Restart{Cluster: cluster, Nodes: nodes, Interval: time.Duration(cfg.Interval)}, nil
+	case "restart-delayed":
+		return &nemesis.Restart{Cluster: cluster, Nodes: nodes, Interval: time.Duration(cfg.Interval), Delay: time.Duration(cfg.RestartDelay)}, nil
+	}
+	return nil, errors.New("unknown nemesis " + cfg.Nemesis)
+}
+
+// status follows the history as it is written, for the live progress line.
+type status struct {
+	ops        atomic.Int64
+	okAcquires atomic.Int64
+	monitor    *checker.Monitor
+
+	mu    sync.Mutex
+	fault map[string]string // node -> fault op in effect
+}
+
+func newStatus() *status { return &status{monitor: checker.NewMonitor(), fault: map[string]string{}} }
+
+func (s *status) observe(e history.Event) {
+	s.monitor.Observe(e)
+	if e.IsNemesis() {
+		if e.Type != history.Invoke {
+			return
+		}
+		s.mu.Lock()
+		for _, n := range e.Nodes {
+			if e.Effect == history.EffectHeal {
+				delete(s.fault, n)
+			} else {
+				s.fault[n] = e.F
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
+	if e.IsCompletion() {
+		s.ops.Add(1)
+		if e.F == history.FAcquire && e.Type == history.OK {
+			s.okAcquires.Add(1)
+		}
+	}
+}
+
+func (s *status) faults() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.fault) == 0 {
+		return "none"
+	}
+	byOp := map[string][]string{}
+	for n, f := range s.fault {
+		byOp[f] = append(byOp[f], n)
+	}
+	var parts []string
+	for f, ns := range byOp {
+		parts = append(parts, f+" "+strings.Join(sortedCopy(ns), ","))
+	}
+	return strings.Join(sortedCopy(parts), "; ")
+}
+
+// show prints the progress line every half second until the returned stop is called.
+func (s *status) show(w io.Writer, start time.Time, total time.Duration) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "\r\033[K%5.1fs/%v  ops %d  ok acquires %d  violations %d  fault: %s",
+					time.Since(start).Seconds(), total, s.ops.Load(), s.okAcquires.Load(), s.monitor.Violations(), s.faults())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,71 @@
+// Package history defines the events a run records and streams them to and from disk.
+//
+// A history is the only thing the checker reads, so everything a verdict depends on is here:
+// every operation of every process and of the nemesis, stamped with the harness's monotonic clock.
+package history
+
+// Type is the kind of an event, as in Jepsen: an operation is invoked and then completes ok, fails
+// (it certainly did not take effect) or ends with info (its effect is unknown).
+type Type string
+
+// The event types.
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail"
+	Info   Type = "info"
+)
+
+// Operation names of client processes.
+const (
+	// FAcquire asks the lock for a lease; an ok completion carries Value, Token, Deadline, Validity.
+	FAcquire = "acquire"
+	// FRelease gives a lease back; its invoke time ends the hold.
+	FRelease = "release"
+	// FWork is the protected work done under a lease: invoke when it starts, ok when it ends. Work that
+	// ends after the lease's deadline is an overrun.
+	FWork = "work"
+)
+
+// Nemesis effects: whether a nemesis operation begins a fault or heals one.
+const (
+	EffectFault = "fault"
+	EffectHeal  = "heal"
+)
+
+// NemesisProcess is the process id of the nemesis; client processes are numbered from 0.
+const NemesisProcess = -1
+
+// Event is one line of history.jsonl.
+//
+// Times are nanoseconds since the run started, from the harness's monotonic clock. Deadline is on the
+// same clock: the instant the lease the lock promised ends.
+type Event struct {
+	Index   int64  `json:"index"`
+	Time    int64  `json:"time"`
+	Type    Type   `json:"type"`
+	Process int    `json:"process"`
+	F       string `json:"f"`
+	Key     string `json:"key,omitempty"`
+
+	// Lease of an ok acquire (and the lease a release or work refers to).
+	Value    string `json:"value,omitempty"`
+	Token    int64  `json:"token,omitempty"`
+	Deadline int64  `json:"deadline,omitempty"`
+	Validity int64  `json:"validity,omitempty"`
+
+	// Nodes are the nodes a nemesis operation targets, or the nodes that granted a lease.
+	Nodes []string `json:"nodes,omitempty"`
+	// Fault names the nemesis a nemesis event belongs to (restart, restart-delayed, ...).
+	Fault string `json:"fault,omitempty"`
+	// Effect is EffectFault or EffectHeal on nemesis events.
+	Effect string `json:"effect,omitempty"`
+
+	Error string `json:"error,omitempty"`
+}
+
+// IsNemesis reports whether the event belongs to the nemesis.
+func (e Event) IsNemesis() bool { return e.Process == NemesisProcess }
+
+// IsCompletion reports whether the event completes an operation.
+func (e Event) IsCompletion() bool { return e.Type != Invoke }

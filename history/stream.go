@@ -1,0 +1,163 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// FileName is the name of the history inside a run directory.
+const FileName = "history.jsonl"
+
+// flushEvery bounds how much history a crash can lose.
+const flushEvery = 50 * time.Millisecond
+
+// Recorder stamps events with the run clock and streams them to disk as they happen, so that a
+// crashed or interrupted run can still be checked.
+type Recorder struct {
+	start time.Time
+
+	mu       sync.Mutex
+	f        *os.File
+	w        *bufio.Writer
+	enc      *json.Encoder
+	next     int64
+	err      error
+	closed   bool
+	observer func(Event)
+
+	stopFlush chan struct{}
+	flushDone chan struct{}
+}
+
+// Create opens path for writing and starts the run clock at start. observer, if not nil, sees every
+// event after it is stamped, in history order; it must be fast.
+func Create(path string, start time.Time, observer func(Event)) (*Recorder, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create history: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	r := &Recorder{
+		start: start, f: f, w: w, enc: json.NewEncoder(w), observer: observer,
+		stopFlush: make(chan struct{}), flushDone: make(chan struct{}),
+	}
+	go r.flushLoop()
+	return r, nil
+}
+
+// Now is the run clock: nanoseconds since the run started.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// At converts an instant to the run clock.
+func (r *Recorder) At(t time.Time) int64 { return int64(t.Sub(r.start)) }
+
+// Start is the instant the run clock counts from.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Record stamps e with the next index and the current time and appends it. Stamping under the lock
+// keeps the file in time order.
+func (r *Recorder) Record(e Event) Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.Index = r.next
+	r.next++
+	e.Time = r.Now()
+	if r.closed {
+		return e
+	}
+	if err := r.enc.Encode(e); err != nil && r.err == nil {
+		r.err = fmt.Errorf("write history: %w", err)
+	}
+	if r.observer != nil {
+		r.observer(e)
+	}
+	return e
+}
+
+func (r *Recorder) flushLoop() {
+	defer close(r.flushDone)
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stopFlush:
+			return
+		case <-t.C:
+			r.mu.Lock()
+			if err := r.w.Flush(); err != nil && r.err == nil {
+				r.err = fmt.Errorf("flush history: %w", err)
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// Close flushes and closes the file. Events recorded after Close are dropped.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return r.err
+	}
+	r.closed = true
+	r.mu.Unlock()
+	close(r.stopFlush)
+	<-r.flushDone
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.err
+	if ferr := r.w.Flush(); ferr != nil && err == nil {
+		err = fmt.Errorf("flush history: %w", ferr)
+	}
+	if cerr := r.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close history: %w", cerr)
+	}
+	return err
+}
+
+// ReadFile reads a history file.
+func ReadFile(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	evs, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return evs, nil
+}
+
+// Read parses a JSON-lines history. A last line cut short by a crash is ignored; a malformed line
+// anywhere else is an error.
+func Read(r io.Reader) ([]Event, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var evs []Event
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(b)) > 0 {
+			var e Event
+			if jerr := json.Unmarshal(b, &e); jerr != nil {
+				if errors.Is(err, io.EOF) {
+					return evs, nil // truncated final line of a crashed run
+				}
+				return nil, fmt.Errorf("line %d: %w", line, jerr)
+			}
+			evs = append(evs, e)
+		}
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+// Package links puts an in-process toxiproxy proxy on every path from a client group to a node, so
+// that a nemesis can cut, slow or reset any path without touching lock code.
+package links
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+)
+
+// Link is one proxied path from a client group to a node.
+type Link struct {
+	Group string
+	Node  string
+	// Addr is where clients of the group connect to reach the node.
+	Addr     string
+	Upstream string
+
+	proxy *toxiproxy.Proxy
+}
+
+// Name identifies the link, as "group->node".
+func (l *Link) Name() string { return l.Group + "->" + l.Node }
+
+// Set is every link of a run.
+type Set struct {
+	server *toxiproxy.ApiServer
+
+	mu    sync.Mutex
+	links map[string]*Link
+}
+
+// New returns an empty set of links.
+func New() *Set {
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	return &Set{server: srv, links: map[string]*Link{}}
+}
+
+// Add starts a proxy from group to the node at upstream, listening on a free loopback port.
+func (s *Set) Add(group, node, upstream string) (*Link, error) {
+	l := &Link{Group: group, Node: node, Upstream: upstream}
+	px := toxiproxy.NewProxy(s.server, l.Name(), "127.0.0.1:0", upstream)
+	if err := s.server.Collection.Add(px, true); err != nil {
+		return nil, fmt.Errorf("start link %s: %w", l.Name(), err)
+	}
+	l.proxy = px
+	l.Addr = px.Listen
+	s.mu.Lock()
+	s.links[l.Name()] = l
+	s.mu.Unlock()
+	return l, nil
+}
+
+// Get returns the link from group to node.
+func (s *Set) Get(group, node string) (*Link, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.links[group+"->"+node]
+	if !ok {
+		return nil, fmt.Errorf("no link from group %q to node %q", group, node)
+	}
+	return l, nil
+}
+
+// All lists the links sorted by name.
+func (s *Set) All() []*Link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Link, 0, len(s.links))
+	for _, l := range s.links {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Toxic is a toxiproxy toxic: a fault on one direction of a link.
+type Toxic struct {
+	Name string `json:"name"`
+	// Type is a toxiproxy toxic type: timeout, reset_peer, latency, bandwidth, slicer, limit_data.
+	Type string `json:"type"`
+	// Stream is upstream (client to node) or downstream (node to client).
+	Stream     string         `json:"stream"`
+	Toxicity   float32        `json:"toxicity"`
+	Attributes map[string]any `json:"attributes"`
+}
+
+// AddToxic applies a toxic to the link.
+func (l *Link) AddToxic(t Toxic) error {
+	if t.Toxicity == 0 {
+		t.Toxicity = 1
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode toxic %s: %w", t.Name, err)
+	}
+	if _, err := l.proxy.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("add toxic %s to link %s: %w", t.Name, l.Name(), err)
+	}
+	return nil
+}
+
+// RemoveToxic removes a toxic by name.
+func (l *Link) RemoveToxic(ctx context.Context, name string) error {
+	if err := l.proxy.Toxics.RemoveToxic(ctx, name); err != nil {
+		return fmt.Errorf("remove toxic %s from link %s: %w", name, l.Name(), err)
+	}
+	return nil
+}
+
+// Close stops every proxy and closes the connections through them.
+func (s *Set) Close() error {
+	return s.server.Collection.Clear()
+}

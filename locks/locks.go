@@ -1,0 +1,161 @@
+// Package locks holds the lock implementations under test, each behind the Locker interface.
+package locks
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lease is what a successful acquire gives its holder.
+type Lease struct {
+	Key   string
+	Value string
+	// Token is a fencing token where the lock hands one out; zero otherwise.
+	Token int64
+	// Start is when the acquire sent its first request; the lock's promise counts from here.
+	Start time.Time
+	// Deadline is when the validity the lock promised ends. Past it the holder must stop.
+	Deadline time.Time
+	// Validity is Deadline minus the acquire's completion.
+	Validity time.Duration
+	// Nodes are the nodes that granted the lease.
+	Nodes []string
+}
+
+// Locker is one lock implementation. A Locker belongs to one process and is not shared.
+type Locker interface {
+	// Acquire tries to take key for ttl. It returns ErrNotAcquired when the lock certainly was not
+	// granted, and an error for which IsIndeterminate is true when the outcome is unknown.
+	Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error)
+	// Release gives the lease back. ErrLeaseLost means the lease had already ended.
+	Release(ctx context.Context, l *Lease) error
+	// Extend renews the lease for ttl from now and returns the renewed lease.
+	Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error)
+	// Close releases the Locker's connections.
+	Close() error
+}
+
+// ErrNotAcquired means the lock was certainly not granted (held by someone else, or no quorum).
+var ErrNotAcquired = errors.New("lock not acquired")
+
+// ErrLeaseLost means the lease was no longer held when it was released or extended.
+var ErrLeaseLost = errors.New("lease no longer held")
+
+// IndeterminateError wraps a failure whose effect on the lock is unknown: a timeout or a broken
+// connection after the request may have been applied.
+type IndeterminateError struct{ Err error }
+
+func (e *IndeterminateError) Error() string { return "indeterminate: " + e.Err.Error() }
+func (e *IndeterminateError) Unwrap() error { return e.Err }
+
+// IsIndeterminate reports whether err leaves the outcome unknown.
+func IsIndeterminate(err error) bool {
+	var ie *IndeterminateError
+	return errors.As(err, &ie)
+}
+
+func indeterminate(err error) error { return &IndeterminateError{Err: err} }
+
+// Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
+type Endpoint struct {
+	Node string
+	Addr string
+}
+
+// Options tune a lock. Zero values take the defaults documented on each field.
+type Options struct {
+	// NodeTimeout bounds each request to one node; default TTL/20 is chosen by the caller, else 100ms.
+	NodeTimeout time.Duration
+	// DriftFactor is the share of the TTL reserved for clock drift; default 0.01 (the Redlock spec).
+	DriftFactor float64
+	// DriftConst is added to the drift allowance; default 2ms (the Redlock spec).
+	DriftConst time.Duration
+	// Tries is how many rounds a Redlock acquire makes before giving up; default 1.
+	Tries int
+	// RetryDelay is the upper bound of the random pause between Redlock rounds; default 50ms.
+	RetryDelay time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 100 * time.Millisecond
+	}
+	if o.DriftFactor == 0 {
+		o.DriftFactor = 0.01
+	}
+	if o.DriftConst == 0 {
+		o.DriftConst = 2 * time.Millisecond
+	}
+	if o.Tries <= 0 {
+		o.Tries = 1
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = 50 * time.Millisecond
+	}
+	return o
+}
+
+// drift is the validity a lease gives up for clock drift between nodes.
+func (o Options) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*o.DriftFactor) + o.DriftConst
+}
+
+// Names lists the implementations New knows.
+func Names() []string { return []string{"redlock", "single"} }
+
+// New builds the named lock over the given nodes.
+func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("lock %s needs at least one node", name)
+	}
+	opts = opts.withDefaults()
+	switch name {
+	case "single":
+		return newSingle(nodes[0], opts), nil
+	case "redlock":
+		return newRedlock(nodes, opts), nil
+	}
+	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
+}
+
+// Validate checks a lock name without building it.
+func Validate(name string) error {
+	i := sort.SearchStrings(Names(), name)
+	if i < len(Names()) && Names()[i] == name {
+		return nil
+	}
+	return fmt.Errorf("unknown lock %q: use one of %v", name, Names())
+}
+
+// newClient opens a go-redis client for one node. MaxRetries is -1: a retried SET NX after a
+// timeout has an ambiguous outcome, so the lock must see the timeout, not a silent retry.
+func newClient(e Endpoint, o Options) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  e.Addr,
+		MaxRetries:            -1,
+		DialTimeout:           o.NodeTimeout,
+		ReadTimeout:           o.NodeTimeout,
+		WriteTimeout:          o.NodeTimeout,
+		PoolTimeout:           o.NodeTimeout,
+		PoolSize:              2,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+		Protocol:              2,
+	})
+}
+
+// newValue returns a random lease value, unique across all clients.
+func newValue() string { return rand.Text() }
+
+// Scripts shared by the Redis locks: compare-and-delete and compare-and-pexpire, so a client never
+// touches a lease it no longer owns.
+var (
+	releaseScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+	extendScript  = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`)
+)

@@ -1,0 +1,79 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// single is the lock on one Redis node: SET key value NX PX ttl, released by compare-and-delete.
+type single struct {
+	node   Endpoint
+	client *redis.Client
+	opts   Options
+}
+
+func newSingle(node Endpoint, o Options) *single {
+	return &single{node: node, client: newClient(node, o), opts: o}
+}
+
+func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	value := newValue()
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	ok, err := s.client.SetNX(rctx, key, value, ttl).Result()
+	cancel()
+	if err != nil {
+		return nil, indeterminate(fmt.Errorf("SET NX on %s: %w", s.node.Node, err))
+	}
+	if !ok {
+		return nil, ErrNotAcquired
+	}
+	now := time.Now()
+	deadline := start.Add(ttl - s.opts.drift(ttl))
+	if !deadline.After(now) {
+		// The reply came too late to use the lease: give it back and report a definite failure.
+		s.Release(ctx, &Lease{Key: key, Value: value})
+		return nil, fmt.Errorf("%w: validity used up before the reply arrived", ErrNotAcquired)
+	}
+	return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: []string{s.node.Node}}, nil
+}
+
+func (s *single) Release(ctx context.Context, l *Lease) error {
+	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	defer cancel()
+	n, err := releaseScript.Run(rctx, s.client, []string{l.Key}, l.Value).Int()
+	if err != nil {
+		return indeterminate(fmt.Errorf("release on %s: %w", s.node.Node, err))
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	defer cancel()
+	n, err := extendScript.Run(rctx, s.client, []string{l.Key}, l.Value, ttl.Milliseconds()).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, indeterminate(fmt.Errorf("extend on %s: %w", s.node.Node, err))
+	}
+	if n == 0 {
+		return nil, ErrLeaseLost
+	}
+	now := time.Now()
+	deadline := start.Add(ttl - s.opts.drift(ttl))
+	if !deadline.After(now) {
+		return nil, fmt.Errorf("%w: validity used up before the extension was confirmed", ErrLeaseLost)
+	}
+	nl := *l
+	nl.Start, nl.Deadline, nl.Validity = start, deadline, deadline.Sub(now)
+	return &nl, nil
+}
+
+func (s *single) Close() error { return s.client.Close() }

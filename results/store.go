@@ -1,0 +1,147 @@
+// Package results is the run store: one self-contained directory per run, holding its configuration,
+// its history, its verdict and its reports.
+//
+//	store/<name>/<timestamp>/
+//	  config.json         the resolved configuration, seed and git revision
+//	  schedule.json       the nemesis plan drawn from the seed
+//	  history.jsonl       every event, streamed while the run goes on
+//	  results.json        the verdict (top-level "valid": true, false or "unknown"), violations, statistics
+//	  summary.txt         the same for people
+//	  linearizability.html  porcupine's visualization, with fault windows
+//	  nodes/n1/redis.log  each node's data and log
+//	store/latest -> <name>/<timestamp>
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/checker"
+)
+
+// File names inside a run directory.
+const (
+	ConfigFile        = "config.json"
+	ScheduleFile      = "schedule.json"
+	ResultsFile       = "results.json"
+	SummaryFile       = "summary.txt"
+	VisualizationFile = "linearizability.html"
+	NodesDir          = "nodes"
+)
+
+// NewRunDir creates store/name/<timestamp> and returns its path. It fails with an error that names
+// the fix when the store cannot be written.
+func NewRunDir(store, name string, now time.Time) (string, error) {
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return "", fmt.Errorf("cannot create store %s: %w (choose a writable directory with --store)", store, err)
+	}
+	probe, err := os.CreateTemp(store, ".write-test-*")
+	if err != nil {
+		return "", fmt.Errorf("store %s is not writable: %w (choose a writable directory with --store)", store, errors.Unwrap(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	base := filepath.Join(store, name, now.UTC().Format("20060102T150405.000Z"))
+	dir := base
+	for i := 1; ; i++ {
+		err := os.MkdirAll(filepath.Dir(dir), 0o755)
+		if err == nil {
+			err = os.Mkdir(dir, 0o755)
+		}
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("create run directory: %w", err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// LinkLatest points store/latest at dir.
+func LinkLatest(store, dir string) error {
+	rel, err := filepath.Rel(store, dir)
+	if err != nil {
+		return fmt.Errorf("link latest: %w", err)
+	}
+	tmp := filepath.Join(store, ".latest.tmp")
+	os.Remove(tmp)
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("link latest: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(store, "latest")); err != nil {
+		return fmt.Errorf("link latest: %w", err)
+	}
+	return nil
+}
+
+// WriteJSON writes v as indented JSON to dir/name.
+func WriteJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// Document is results.json: the checker's result with the run it judged.
+type Document struct {
+	*checker.Result
+	Run RunInfo `json:"run"`
+}
+
+// RunInfo says which run a result belongs to.
+type RunInfo struct {
+	Dir         string `json:"dir"`
+	Interrupted bool   `json:"interrupted,omitempty"`
+	// Errors are problems of the run itself (a nemesis operation that failed), beside the verdict.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Write stores a result: results.json, summary.txt and the visualization.
+func Write(dir string, res *checker.Result, info RunInfo) error {
+	if err := WriteJSON(dir, ResultsFile, Document{Result: res, Run: info}); err != nil {
+		return err
+	}
+	summary := res.Summary()
+	if info.Interrupted {
+		summary = "The run was interrupted; this verdict covers the history recorded until then.\n" + summary
+	}
+	for _, e := range info.Errors {
+		summary += "run error: " + e + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, SummaryFile), []byte(summary), 0o644); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, VisualizationFile))
+	if err != nil {
+		return fmt.Errorf("write visualization: %w", err)
+	}
+	defer f.Close()
+	if err := res.Visualize(f); err != nil {
+		return fmt.Errorf("write visualization: %w", err)
+	}
+	return f.Close()
+}
+
+// ReadInfo reads the RunInfo stored in a run directory's results.json, if there is one.
+func ReadInfo(dir string) (RunInfo, error) {
+	var doc struct {
+		Run RunInfo `json:"run"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		return RunInfo{Dir: dir}, err
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return RunInfo{Dir: dir}, fmt.Errorf("read %s: %w", ResultsFile, err)
+	}
+	return doc.Run, nil
+}

@@ -1,0 +1,152 @@
+// Package workloads drives client processes through a lock and records what they do.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/locks"
+)
+
+// Mutex is the mutex workload: processes contend for keys, hold a granted lease for a random time
+// well inside its validity, and release it.
+type Mutex struct {
+	// Clients is how many processes run at once.
+	Clients int
+	// Keys is how many lock keys they contend for.
+	Keys int
+	// TTL is the lease each acquire asks for.
+	TTL time.Duration
+	// HoldMax bounds the time a process holds a lease; a hold never exceeds half the validity the
+	// lock promised, so a correct lock is never overrun. Default TTL/4.
+	HoldMax time.Duration
+	// ThinkMax bounds the pause between a process's operations. Default 20ms.
+	ThinkMax time.Duration
+	// Seed seeds each process's choices (keys, hold and think times).
+	Seed uint64
+}
+
+// Env is what a workload needs from the harness.
+type Env struct {
+	Recorder *history.Recorder
+	// NewLocker opens the lock for a process; it is called again with a fresh process id after an
+	// indeterminate result, as Jepsen reopens a crashed client.
+	NewLocker func(process int) (locks.Locker, error)
+}
+
+// KeyName is the lock key with index i.
+func KeyName(i int) string { return "lockpick:" + strconv.Itoa(i) }
+
+// Run drives the processes until ctx is done. Each process finishes the operation it is in, and
+// releases a lease it holds, before it stops: a run's end never leaves a hold half recorded.
+func (m Mutex) Run(ctx context.Context, env Env) error {
+	if m.Clients < 1 || m.Keys < 1 || m.TTL <= 0 {
+		return fmt.Errorf("mutex workload: clients, keys and ttl must be positive")
+	}
+	if m.HoldMax <= 0 {
+		m.HoldMax = m.TTL / 4
+	}
+	if m.ThinkMax <= 0 {
+		m.ThinkMax = 20 * time.Millisecond
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, m.Clients)
+	for slot := range m.Clients {
+		wg.Go(func() { errs[slot] = m.process(ctx, env, slot) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// process is one worker slot. Its process id changes after every indeterminate result.
+func (m Mutex) process(ctx context.Context, env Env, slot int) error {
+	rng := rand.New(rand.NewPCG(m.Seed, uint64(slot)+1))
+	rec := env.Recorder
+	pid := slot
+	locker, err := env.NewLocker(pid)
+	if err != nil {
+		return err
+	}
+	defer func() { locker.Close() }()
+	// Operations run to completion even when the run ends; each is bounded by its own timeout.
+	opCtx := context.WithoutCancel(ctx)
+	crash := func() error {
+		locker.Close()
+		pid += m.Clients
+		locker, err = env.NewLocker(pid)
+		return err
+	}
+	for ctx.Err() == nil {
+		key := KeyName(rng.IntN(m.Keys))
+		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FAcquire, Key: key})
+		actx, cancel := context.WithTimeout(opCtx, m.TTL)
+		lease, err := locker.Acquire(actx, key, m.TTL)
+		cancel()
+		if err != nil {
+			rec.Record(history.Event{Type: completion(err), Process: pid, F: history.FAcquire, Key: key, Error: err.Error()})
+			if locks.IsIndeterminate(err) {
+				if err := crash(); err != nil {
+					return err
+				}
+			}
+			sleep(ctx, randDuration(rng, m.ThinkMax))
+			continue
+		}
+		rec.Record(history.Event{
+			Type: history.OK, Process: pid, F: history.FAcquire, Key: key,
+			Value: lease.Value, Token: lease.Token, Deadline: rec.At(lease.Deadline),
+			Validity: int64(lease.Validity), Nodes: lease.Nodes,
+		})
+		hold := min(randDuration(rng, m.HoldMax), lease.Validity/2)
+		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FWork, Key: key, Value: lease.Value})
+		time.Sleep(hold)
+		rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FWork, Key: key, Value: lease.Value})
+
+		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRelease, Key: key, Value: lease.Value})
+		rctx, cancel := context.WithTimeout(opCtx, m.TTL)
+		err = locker.Release(rctx, lease)
+		cancel()
+		ev := history.Event{Type: history.OK, Process: pid, F: history.FRelease, Key: key, Value: lease.Value}
+		if err != nil {
+			ev.Type, ev.Error = completion(err), err.Error()
+		}
+		rec.Record(ev)
+		if locks.IsIndeterminate(err) {
+			if err := crash(); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, randDuration(rng, m.ThinkMax))
+	}
+	return nil
+}
+
+// completion maps a lock error to the history type: info when the outcome is unknown, else fail.
+func completion(err error) history.Type {
+	if locks.IsIndeterminate(err) {
+		return history.Info
+	}
+	return history.Fail
+}
+
+func randDuration(rng *rand.Rand, max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(max) + 1))
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
