@@ -137,13 +137,15 @@ func Validate(name string) error {
 // timeout has an ambiguous outcome, so the lock must see the timeout, not a silent retry.
 func newClient(e Endpoint, o Options) *redis.Client {
 	return redis.NewClient(&redis.Options{
-		Addr:                  e.Addr,
-		MaxRetries:            -1,
-		DialTimeout:           o.NodeTimeout,
-		ReadTimeout:           o.NodeTimeout,
-		WriteTimeout:          o.NodeTimeout,
-		PoolTimeout:           o.NodeTimeout,
-		PoolSize:              2,
+		Addr:         e.Addr,
+		MaxRetries:   -1,
+		DialTimeout:  o.NodeTimeout,
+		ReadTimeout:  o.NodeTimeout,
+		WriteTimeout: o.NodeTimeout,
+		PoolTimeout:  o.NodeTimeout,
+		PoolSize:     2,
+		// One dial attempt: a dead node must fail fast, not after a backoff loop the lock cannot see.
+		DialerRetries:         1,
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
 		Protocol:              2,

@@ -1,0 +1,223 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+)
+
+func cluster(t *testing.T, n int) (*clusters.Local, []Endpoint, []*redis.Client) {
+	t.Helper()
+	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: n, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var eps []Endpoint
+	var admins []*redis.Client
+	for _, node := range c.Nodes() {
+		eps = append(eps, Endpoint{Node: node.Name, Addr: node.Addr()})
+		rc := redis.NewClient(&redis.Options{Addr: node.Addr(), MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+		t.Cleanup(func() { rc.Close() })
+		admins = append(admins, rc)
+	}
+	return c, eps, admins
+}
+
+func open(t *testing.T, name string, eps []Endpoint) Locker {
+	t.Helper()
+	l, err := New(name, eps, Options{NodeTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestMutualExclusion(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			_, eps, _ := cluster(t, 5)
+			ctx := context.Background()
+			a, b := open(t, name, eps), open(t, name, eps)
+			la, err := a.Acquire(ctx, "k", 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Acquire(ctx, "k", 2*time.Second); !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
+				t.Fatalf("second acquire: want a definite ErrNotAcquired, got %v", err)
+			}
+			if err := a.Release(ctx, la); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release(ctx, la); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("second release: want ErrLeaseLost, got %v", err)
+			}
+			lb, err := b.Acquire(ctx, "k", 2*time.Second)
+			if err != nil {
+				t.Fatalf("acquire after release: %v", err)
+			}
+			if lb.Value == la.Value {
+				t.Fatal("two leases share a value")
+			}
+		})
+	}
+}
+
+// The validity never promises more than the TTL minus the drift allowance, counted from the send.
+func TestValidityAccountsForElapsedAndDrift(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			_, eps, _ := cluster(t, 5)
+			l := open(t, name, eps)
+			ttl := time.Second
+			before := time.Now()
+			lease, err := l.Acquire(context.Background(), "k", ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now()
+			if lease.Start.Before(before) || lease.Start.After(after) {
+				t.Fatalf("lease start %v lies outside the acquire call", lease.Start)
+			}
+			if want := lease.Start.Add(ttl - ttl/100 - 2*time.Millisecond); lease.Deadline.After(want) {
+				t.Fatalf("deadline %v beyond TTL minus drift from the send (%v)", lease.Deadline.Sub(lease.Start), want.Sub(lease.Start))
+			}
+			if lease.Validity > ttl || lease.Validity <= 0 || lease.Deadline.Sub(after) > lease.Validity {
+				t.Fatalf("bad validity %v", lease.Validity)
+			}
+		})
+	}
+}
+
+func TestExpiryLetsTheNextClientIn(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			_, eps, _ := cluster(t, 5)
+			ctx := context.Background()
+			a, b := open(t, name, eps), open(t, name, eps)
+			la, err := a.Acquire(ctx, "k", 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(la.Start.Add(220 * time.Millisecond)))
+			if _, err := b.Acquire(ctx, "k", time.Second); err != nil {
+				t.Fatalf("acquire after expiry: %v", err)
+			}
+			if err := a.Release(ctx, la); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("release of an expired lease: want ErrLeaseLost, got %v", err)
+			}
+		})
+	}
+}
+
+func TestExtend(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			_, eps, admins := cluster(t, 5)
+			ctx := context.Background()
+			l := open(t, name, eps)
+			lease, err := l.Acquire(ctx, "k", 300*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext, err := l.Extend(ctx, lease, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ext.Deadline.After(lease.Deadline.Add(time.Second)) {
+				t.Fatalf("extension did not move the deadline: %v -> %v", lease.Deadline, ext.Deadline)
+			}
+			if pttl := admins[0].PTTL(ctx, "k").Val(); pttl < 4*time.Second {
+				t.Fatalf("key TTL after extend is %v", pttl)
+			}
+			other := open(t, name, eps)
+			if _, err := other.Extend(ctx, &Lease{Key: "k", Value: "not-mine"}, time.Second); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("extending someone else's lease: want ErrLeaseLost, got %v", err)
+			}
+		})
+	}
+}
+
+func TestRedlockQuorum(t *testing.T) {
+	c, eps, admins := cluster(t, 5)
+	ctx := context.Background()
+	l := open(t, "redlock", eps)
+
+	// Two nodes down: a majority is left and the lock is granted by exactly those three.
+	c.Kill("n1")
+	c.Kill("n2")
+	lease, err := l.Acquire(ctx, "k", 2*time.Second)
+	if err != nil {
+		t.Fatalf("acquire with 3 of 5 up: %v", err)
+	}
+	if len(lease.Nodes) != 3 {
+		t.Fatalf("granted by %v, want the three live nodes", lease.Nodes)
+	}
+	if err := l.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+
+	// Three nodes down: no quorum, and the outcome is indeterminate because nodes did not answer.
+	c.Kill("n3")
+	_, err = l.Acquire(ctx, "k", 2*time.Second)
+	if !IsIndeterminate(err) {
+		t.Fatalf("acquire with 2 of 5 up: want an indeterminate error, got %v", err)
+	}
+	// The failed acquire cleaned up after itself on the nodes that granted it.
+	for _, i := range []int{3, 4} {
+		if err := admins[i].Get(ctx, "k").Err(); err != redis.Nil {
+			t.Fatalf("node n%d still holds the failed acquire's key: %v", i+1, err)
+		}
+	}
+}
+
+func TestRedlockNoQuorumAgainstAnotherHolderIsDefinite(t *testing.T) {
+	_, eps, admins := cluster(t, 5)
+	ctx := context.Background()
+	// Another client holds three nodes.
+	for i := range 3 {
+		admins[i].Set(ctx, "k", "other", 10*time.Second)
+	}
+	l := open(t, "redlock", eps)
+	_, err := l.Acquire(ctx, "k", 2*time.Second)
+	if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
+		t.Fatalf("want a definite ErrNotAcquired, got %v", err)
+	}
+	for _, i := range []int{3, 4} {
+		if err := admins[i].Get(ctx, "k").Err(); err != redis.Nil {
+			t.Fatalf("node n%d kept the failed acquire's key", i+1)
+		}
+	}
+	for i := range 3 {
+		if v := admins[i].Get(ctx, "k").Val(); v != "other" {
+			t.Fatalf("failed acquire touched the other holder's key on n%d: %q", i+1, v)
+		}
+	}
+}
+
+func TestSingleOnADeadNodeIsIndeterminate(t *testing.T) {
+	c, eps, _ := cluster(t, 1)
+	l := open(t, "single", eps)
+	c.Kill("n1")
+	if _, err := l.Acquire(context.Background(), "k", time.Second); !IsIndeterminate(err) {
+		t.Fatalf("want indeterminate, got %v", err)
+	}
+}
+
+func TestUnknownLock(t *testing.T) {
+	if _, err := New("zookeeper", []Endpoint{{Node: "n1", Addr: "x"}}, Options{}); err == nil {
+		t.Fatal("want an error for an unknown lock")
+	}
+	if err := Validate("single"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate("nope"); err == nil {
+		t.Fatal("Validate accepted an unknown lock")
+	}
+}
