@@ -88,7 +88,12 @@ func Run(ctx context.Context, n Nemesis, plan []Op, rec Recorder) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := apply(ctx, n, op, rec); err != nil {
+		// An operation once begun runs to its end: a kill cut short by the time limit would leave a
+		// fault nobody recorded as healed.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err := apply(actx, n, op, rec)
+		cancel()
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -103,35 +104,46 @@ func sorted(s []string) []string {
 	return out
 }
 
-// Apply implements Nemesis.
+// Apply implements Nemesis. The nodes of one operation are handled in parallel, so that restarting a
+// majority takes as long as restarting one node.
 func (r *Restart) Apply(ctx context.Context, op Op) error {
-	var errs []error
-	for _, node := range op.Nodes {
-		switch op.F {
-		case "kill":
-			if r.killedAt == nil {
-				r.killedAt = map[string]time.Time{}
-			}
+	if op.F != "kill" && op.F != "start" {
+		return fmt.Errorf("restart nemesis cannot %q", op.F)
+	}
+	if r.killedAt == nil {
+		r.killedAt = map[string]time.Time{}
+	}
+	if op.F == "kill" {
+		for _, node := range op.Nodes {
 			r.killedAt[node] = time.Now()
-			errs = append(errs, r.Cluster.Kill(node))
-		case "start":
+		}
+	}
+	errs := make([]error, len(op.Nodes))
+	var wg sync.WaitGroup
+	for i, node := range op.Nodes {
+		killedAt := r.killedAt[node]
+		wg.Go(func() {
+			if op.F == "kill" {
+				errs[i] = r.Cluster.Kill(node)
+				return
+			}
 			if r.Cluster.Running(node) {
-				continue
+				return
 			}
 			// Even a final heal keeps a delayed node down for its whole Delay: healing early would
 			// turn the safe delayed restart into the unsafe immediate one.
-			if wait := time.Until(r.killedAt[node].Add(r.Delay)); r.Delay > 0 && wait > 0 {
+			if wait := time.Until(killedAt.Add(r.Delay)); r.Delay > 0 && wait > 0 {
 				select {
 				case <-ctx.Done():
-					return ctx.Err()
+					errs[i] = ctx.Err()
+					return
 				case <-time.After(wait):
 				}
 			}
-			errs = append(errs, r.Cluster.Start(ctx, node))
-		default:
-			return fmt.Errorf("restart nemesis cannot %q", op.F)
-		}
+			errs[i] = r.Cluster.Start(ctx, node)
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/results"
+)
+
+func run(t *testing.T, cfg Config) *Outcome {
+	t.Helper()
+	cfg.Store = t.TempDir()
+	out, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{results.ConfigFile, results.ScheduleFile, history.FileName, results.ResultsFile, results.SummaryFile, results.VisualizationFile, "nodes/n1/redis.log"} {
+		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
+			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	if latest, err := filepath.EvalSymlinks(filepath.Join(cfg.Store, "latest")); err != nil || latest != out.Dir {
+		t.Errorf("store/latest points at %q (%v), want %q", latest, err, out.Dir)
+	}
+	// The stored history gives the same verdict when checked again.
+	again, err := Check(out.Dir, time.Minute, results.RunInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Valid != out.Result.Valid || again.ViolationCount != out.Result.ViolationCount {
+		t.Errorf("re-check gave %v with %d violations, the run %v with %d", again.Valid, again.ViolationCount, out.Result.Valid, out.Result.ViolationCount)
+	}
+	return out
+}
+
+// A single Redis node restarted without persistence forgets the lock while its holder still works.
+func TestSingleRestartIsInvalid(t *testing.T) {
+	out := run(t, Config{
+		Lock: "single", Nemesis: "restart", Clients: 6, Keys: 1, Seed: 3,
+		TTL: Duration(time.Second), TimeLimit: Duration(8 * time.Second), Recovery: Duration(time.Second),
+		Interval: Duration(1500 * time.Millisecond),
+	})
+	if out.Result.Valid != checker.Invalid {
+		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	}
+	v := out.Result.Violations[0]
+	var killed bool
+	for _, e := range v.Nemesis {
+		killed = killed || e.F == "kill"
+	}
+	if !killed {
+		t.Errorf("the first violation does not show the kill that caused it: %+v", v)
+	}
+	if len(out.Errors) > 0 {
+		t.Errorf("run errors: %v", out.Errors)
+	}
+}
+
+func TestRedlockWithoutFaultsIsValid(t *testing.T) {
+	out := run(t, Config{
+		Lock: "redlock", Nemesis: "none", Clients: 8, Keys: 2, Seed: 4,
+		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),
+	})
+	if out.Result.Valid != checker.Valid {
+		t.Fatalf("want valid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	}
+	if out.Result.Stats.Acquires.OK < 10 {
+		t.Fatalf("only %d ok acquires in 5s", out.Result.Stats.Acquires.OK)
+	}
+}
+
+// Nodes kept down longer than the TTL come back without breaking Redlock, and while a majority is
+// up the lock is still granted.
+func TestRedlockDelayedRestartIsValid(t *testing.T) {
+	out := run(t, Config{
+		Lock: "redlock", Nemesis: "restart-delayed", Clients: 8, Keys: 1, Seed: 5,
+		TTL: Duration(500 * time.Millisecond), TimeLimit: Duration(10 * time.Second), Recovery: Duration(500 * time.Millisecond),
+		Interval: Duration(time.Second),
+	})
+	if out.Result.Valid != checker.Valid {
+		t.Fatalf("want valid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	}
+	if len(out.Result.Faults) == 0 {
+		t.Fatal("no faults were injected")
+	}
+	if out.Result.Stats.OKInFaults == 0 {
+		t.Fatalf("no lock granted during faults\n%s", out.Result.Summary())
+	}
+	b, _ := os.ReadFile(filepath.Join(out.Dir, results.SummaryFile))
+	if !strings.Contains(string(b), "VALID") {
+		t.Errorf("summary.txt does not state the verdict:\n%s", b)
+	}
+}
