@@ -11,11 +11,16 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
 
 // revision is the git revision, set by the Makefile with -ldflags.
 var revision = "unknown"
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // exitError carries an exit code out of a command.
 type exitError struct{ code int }
@@ -27,6 +32,9 @@ func main() {
 }
 
 func run(args []string) int {
+	// go-redis logs refused dials to stderr; a restarted node refuses them by design, and the
+	// history already records every failure that matters.
+	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

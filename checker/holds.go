@@ -1,0 +1,302 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// hold is a HoldInfo plus what the pipeline needs to find it again.
+type hold struct {
+	HoldInfo
+	key string
+}
+
+// nemOp is one nemesis operation: an invoke and its completion (comp is -1 if it never completed).
+type nemOp struct{ inv, comp int }
+
+// parsed is what step 1 extracts from a history.
+type parsed struct {
+	holds   []hold
+	nemesis []int // indexes of nemesis events, in time order
+	nemOps  []nemOp
+	stats   Stats
+	okLat   []int64 // latencies of ok acquires, ns
+	allLat  []int64 // latencies of every completed acquire, ns
+	first   int64
+	last    int64
+	notes   []string
+}
+
+// Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
+
+// effectiveDeadline maps a missing deadline (a lock that promised none) to Never.
+func effectiveDeadline(d int64) int64 {
+	if d <= 0 {
+		return Never
+	}
+	return d
+}
+
+// holdEnd is when a hold ends: the earlier of the release invoke and the deadline, and never before
+// the hold started (a lease that expired before the client learned of it is a single instant).
+func holdEnd(start, deadline, release int64) (end int64, endedBy string) {
+	end, endedBy = deadline, "expiry"
+	if release < deadline {
+		end, endedBy = release, "release"
+	}
+	if deadline == Never && release == Never {
+		endedBy = "never"
+	}
+	if end < start {
+		end = start
+	}
+	return end, endedBy
+}
+
+// matchLease reports whether a release or work naming key and value refers to a lease on hkey
+// with value hvalue; an empty key or value matches anything, for locks that do not report them.
+func matchLease(hkey, hvalue, key, value string) bool {
+	return (key == "" || key == hkey) && (value == "" || hvalue == "" || value == hvalue)
+}
+
+// findLease returns the position of the latest of n open holds that a release naming key and value
+// ends, or -1. The parser and the Monitor both use it, so they pair releases with holds alike.
+func findLease(n int, at func(int) *hold, key, value string) int {
+	for j := n - 1; j >= 0; j-- {
+		h := at(j)
+		if matchLease(h.key, h.Value, key, value) {
+			return j
+		}
+	}
+	return -1
+}
+
+// dropExpired removes from a process's open holds those whose deadline is at or before t, the start
+// of its new hold: a release can no longer change when they ended (it would come after the
+// deadline), and keeping them would make a process that never releases cost more at every event.
+func dropExpired[T any](open []T, at func(int) *hold, t int64) []T {
+	kept := 0
+	for j := range open {
+		if at(j).Deadline > t {
+			open[kept] = open[j]
+			kept++
+		}
+	}
+	return open[:kept]
+}
+
+// recentHolds bounds how far back work events look for their lease, so a stray work event costs
+// O(1) rather than a scan of every hold of the process.
+const recentHolds = 8
+
+// parse pairs invocations with completions and builds holds, nemesis operations and statistics.
+// A structurally broken client history is an error: a verdict on it would mean nothing.
+func parse(events []history.Event) (*parsed, error) {
+	p := &parsed{}
+	inflight := make(map[int]int)         // process -> index of its in-flight invoke
+	open := make(map[int][]int32)         // process -> holds with no release invoked yet
+	recent := make(map[int][]int32)       // process -> its latest holds, for work events
+	nemInflight := make(map[string][]int) // nemesis F -> invokes waiting for completion
+	byKey := make(map[string]*Counts)
+	processes := make(map[int]struct{})
+	var zeroValidity, noDeadline, orphanNemesis, strayRelease, strayWork int
+
+	keyCounts := func(k string) *Counts {
+		c := byKey[k]
+		if c == nil {
+			c = &Counts{}
+			byKey[k] = c
+		}
+		return c
+	}
+	count := func(c *Counts, t history.Type) {
+		switch t {
+		case history.OK:
+			c.OK++
+		case history.Fail:
+			c.Fail++
+		case history.Info:
+			c.Info++
+		}
+	}
+
+	for i := range events {
+		e := &events[i]
+		switch e.Type {
+		case history.Invoke, history.OK, history.Fail, history.Info:
+		default:
+			return nil, fmt.Errorf("event %d (index %d): unknown type %q", i, e.Index, e.Type)
+		}
+		if i == 0 || e.Time < p.first {
+			p.first = e.Time
+		}
+		if i == 0 || e.Time > p.last {
+			p.last = e.Time
+		}
+
+		if e.Process == history.NemesisProcess {
+			p.nemesis = append(p.nemesis, i)
+			if e.Type == history.Invoke {
+				nemInflight[e.F] = append(nemInflight[e.F], i)
+				continue
+			}
+			q := nemInflight[e.F]
+			if len(q) == 0 {
+				orphanNemesis++
+				continue
+			}
+			p.nemOps = append(p.nemOps, nemOp{inv: q[0], comp: i})
+			nemInflight[e.F] = q[1:]
+			continue
+		}
+		if e.Process < 0 {
+			return nil, fmt.Errorf("event %d (index %d): invalid process %d", i, e.Index, e.Process)
+		}
+		processes[e.Process] = struct{}{}
+
+		if e.Type == history.Invoke {
+			if j, busy := inflight[e.Process]; busy {
+				return nil, fmt.Errorf("event %d (index %d): process %d invoked %q while its %q (event %d) was still in flight",
+					i, e.Index, e.Process, e.F, events[j].F, j)
+			}
+			inflight[e.Process] = i
+			if e.F == history.FRelease {
+				// The release's invoke ends the hold whatever its outcome: the client has left
+				// its critical section.
+				hs := open[e.Process]
+				if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
+					h := &p.holds[hs[j]]
+					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+					open[e.Process] = append(hs[:j], hs[j+1:]...)
+				} else {
+					strayRelease++
+				}
+			}
+			continue
+		}
+
+		j, ok := inflight[e.Process]
+		if !ok {
+			return nil, fmt.Errorf("event %d (index %d): process %d completed %q (%s) without an invoke",
+				i, e.Index, e.Process, e.F, e.Type)
+		}
+		inv := &events[j]
+		if inv.F != e.F {
+			return nil, fmt.Errorf("event %d (index %d): process %d completed %q but had invoked %q (event %d)",
+				i, e.Index, e.Process, e.F, inv.F, j)
+		}
+		if e.Time < inv.Time {
+			return nil, fmt.Errorf("event %d (index %d): process %d's %q completed at %d, before its invoke at %d",
+				i, e.Index, e.Process, e.F, e.Time, inv.Time)
+		}
+		delete(inflight, e.Process)
+
+		switch e.F {
+		case history.FAcquire:
+			key := e.Key
+			if key == "" {
+				key = inv.Key
+			}
+			count(&p.stats.Acquires, e.Type)
+			count(keyCounts(key), e.Type)
+			lat := e.Time - inv.Time
+			p.allLat = append(p.allLat, lat)
+			if e.Type != history.OK {
+				continue // fail and info never let the process into its critical section
+			}
+			p.okLat = append(p.okLat, lat)
+			if e.Deadline <= 0 {
+				noDeadline++
+			}
+			dl := effectiveDeadline(e.Deadline)
+			if dl <= e.Time {
+				zeroValidity++
+			}
+			h := hold{key: key, HoldInfo: HoldInfo{
+				Process: e.Process, Value: e.Value, Token: e.Token,
+				Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
+			}}
+			h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+			id := int32(len(p.holds))
+			p.holds = append(p.holds, h)
+			op := open[e.Process]
+			op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
+			open[e.Process] = append(op, id)
+			r := append(recent[e.Process], id)
+			if len(r) > recentHolds {
+				r = r[len(r)-recentHolds:]
+			}
+			recent[e.Process] = r
+		case history.FRelease:
+			count(&p.stats.Releases, e.Type)
+		case history.FWork:
+			if e.Type != history.OK {
+				continue
+			}
+			key, value := inv.Key, inv.Value
+			if key == "" {
+				key = e.Key
+			}
+			if value == "" {
+				value = e.Value
+			}
+			r := recent[e.Process]
+			found := false
+			if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
+				h := &p.holds[r[k]]
+				h.WorkEnd = max(h.WorkEnd, e.Time)
+				found = true
+			}
+			if !found {
+				strayWork++
+			}
+		}
+	}
+
+	// Invocations the history ended on are indeterminate, like info, but have no latency.
+	var pendingClient int
+	for _, j := range inflight {
+		e := &events[j]
+		pendingClient++
+		switch e.F {
+		case history.FAcquire:
+			p.stats.Acquires.Pending++
+			keyCounts(e.Key).Pending++
+		case history.FRelease:
+			p.stats.Releases.Pending++
+		}
+	}
+	var pendingNemesis int
+	for _, q := range nemInflight {
+		for _, j := range q {
+			p.nemOps = append(p.nemOps, nemOp{inv: j, comp: -1})
+			pendingNemesis++
+		}
+	}
+	sort.Slice(p.nemOps, func(a, b int) bool { return p.nemOps[a].inv < p.nemOps[b].inv })
+	sort.SliceStable(p.nemesis, func(a, b int) bool { return events[p.nemesis[a]].Time < events[p.nemesis[b]].Time })
+
+	p.stats.AcquiresByKey = make(map[string]Counts, len(byKey))
+	for k, c := range byKey {
+		p.stats.AcquiresByKey[k] = *c
+	}
+	p.stats.Processes = len(processes)
+	p.stats.Holds = len(p.holds)
+	p.stats.Duration = p.last - p.first
+
+	note := func(n int, format string) {
+		if n > 0 {
+			p.notes = append(p.notes, fmt.Sprintf(format, n))
+		}
+	}
+	note(pendingClient, "%d client operations were still in flight when the history ended; they count as indeterminate")
+	note(pendingNemesis, "%d nemesis operations never completed; their faults are taken to last until the end of the history")
+	note(orphanNemesis, "%d nemesis completions had no matching invoke and were ignored")
+	note(noDeadline, "%d ok acquires carried no deadline; their holds last until release (or forever)")
+	note(zeroValidity, "%d ok acquires had a deadline at or before their completion; each counts as a hold of one instant")
+	note(strayRelease, "%d releases matched no open hold of their process")
+	note(strayWork, "%d work operations matched no hold of their process")
+	return p, nil
+}

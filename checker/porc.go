@@ -1,0 +1,272 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// opInput is the input of a porcupine operation: the acquire or the release of one hold. A
+// synthetic one stands for a hold carried across a segment boundary (see segmentsOf).
+type opInput struct {
+	hold      int32
+	release   bool
+	synthetic bool
+}
+
+// free is the model state of a lock nobody holds; otherwise the state is the holder's hold id.
+const free int32 = -1
+
+// lockModel is a mutex whose state is its holder (step 2). An acquire is legal only when the lock is
+// free and makes its hold the holder; a release is legal only for the current holder and frees it.
+func lockModel(holds []hold) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return free },
+		Step: func(state, input, _ any) (bool, any) {
+			s, in := state.(int32), input.(opInput)
+			if in.release {
+				if s == in.hold {
+					return true, free
+				}
+				return false, s
+			}
+			if s == free {
+				return true, in.hold
+			}
+			return false, s
+		},
+		Hash: func(state any) uint64 { return uint64(int64(state.(int32)) + 1) },
+		DescribeOperation: func(input, _ any) string {
+			in := input.(opInput)
+			h := &holds[in.hold]
+			switch {
+			case in.release && in.synthetic:
+				return fmt.Sprintf("release p%d (segment cut: p%d holds on into the next segment)", h.Process, h.Process)
+			case in.release:
+				return fmt.Sprintf("release p%d (end=%s)", h.Process, h.EndedBy)
+			case in.synthetic:
+				return fmt.Sprintf("acquire p%d %s v=%s (held since %s, carried in from the previous segment)", h.Process, h.key, h.Value, FormatTime(h.Start))
+			}
+			return fmt.Sprintf("acquire p%d %s v=%s → ok (deadline %s)", h.Process, h.key, h.Value, FormatTime(h.Deadline))
+		},
+		DescribeState: func(state any) string {
+			s := state.(int32)
+			if s == free {
+				return "free"
+			}
+			h := &holds[s]
+			return fmt.Sprintf("held by p%d (%s)", h.Process, h.Value)
+		},
+	}
+}
+
+// segment is a run of one key's holds that porcupine can check on its own.
+type segment struct {
+	key   string
+	holds []int32 // the holds whose acquire was invoked in this segment, by invoke time
+	// carry is the hold that certainly holds the lock when the segment begins at in (free if none);
+	// cut is the one that certainly holds it when the segment ends at out.
+	carry, cut int32
+	in, out    int64
+	result     porcupine.CheckResult
+	violations int
+}
+
+func (s *segment) ops() int {
+	n := 2 * len(s.holds)
+	if s.carry != free {
+		n += 2
+	}
+	return n
+}
+
+// maxSegmentOps bounds the segments given to porcupine. Its search keeps a bitset of the whole
+// partition per cached state, so memory grows with the square of a partition's length (about
+// n²/8 bytes: 128 MiB at this bound). A longer segment is reported unknown to porcupine and left to
+// the interval sweep, which is exact too.
+const maxSegmentOps = 1 << 15
+
+// segmentsOf splits each key's holds into segments at cut points, or returns one segment per key
+// when split is false. Without cuts, porcupine's cost grows with the square of a key's history; with
+// them, a valid contended history becomes segments of a hold or two.
+//
+// A cut is a time t, between two consecutive acquire invokes, that no acquire interval [invoke,
+// completion] of an ok acquire contains and that at most one hold window [start, end] contains,
+// strictly inside. Every hold then lies wholly on one side of t except that one, whose acquire is
+// before t and whose release is after. So in every linearization the state at t is the same: free
+// (a quiet point) or held by that hold; every operation before t is linearized before every
+// operation after t. Cutting the key's history there, ending the left part with a release of that
+// hold at t and starting the right part with an acquire of it at t, gives parts that are each
+// linearizable iff the whole is: restrict a whole linearization to each side (the state at t
+// matches), or concatenate the parts' linearizations (each part reaches the state at t that the
+// next part starts from). Checking the segments independently is therefore exact. Touching
+// intervals are never cut: at an equal time porcupine treats operations as concurrent.
+func segmentsOf(holds []hold, keys []string, byKey map[string][]int32, split bool) []segment {
+	var segs []segment
+	for _, k := range keys {
+		ids := append([]int32(nil), byKey[k]...)
+		sort.Slice(ids, func(i, j int) bool {
+			a, b := &holds[ids[i]], &holds[ids[j]]
+			if a.Invoke != b.Invoke {
+				return a.Invoke < b.Invoke
+			}
+			return ids[i] < ids[j]
+		})
+		begin, carry, in := 0, free, int64(0)
+		// Over the holds before the current one: the latest acquire completion, the latest end
+		// (and whose), and the second latest end.
+		var lastStart, end1, end2 int64 = 0, math.MinInt64, math.MinInt64
+		held := free
+		for i, id := range ids {
+			h := &holds[id]
+			if split && i > 0 {
+				cut, at := free, int64(0)
+				ok := end1 < h.Invoke // quiet point: every earlier hold is over
+				if !ok {
+					// Held point: t in (lo, hi) is covered only by the hold with the latest end.
+					lo, hi := max(lastStart, end2), min(h.Invoke, end1)
+					if hi-lo >= 2 {
+						ok, cut, at = true, held, lo+1
+					}
+				}
+				if ok {
+					segs = append(segs, segment{key: k, holds: ids[begin:i], carry: carry, in: in, cut: cut, out: at})
+					begin, carry, in = i, cut, at
+				}
+			}
+			if i == 0 || h.Start > lastStart {
+				lastStart = h.Start
+			}
+			switch {
+			case h.End > end1:
+				end2, end1, held = end1, h.End, id
+			case h.End > end2:
+				end2 = h.End
+			}
+		}
+		if begin < len(ids) || carry != free {
+			segs = append(segs, segment{key: k, holds: ids[begin:], carry: carry, in: in, cut: free})
+		}
+	}
+	return segs
+}
+
+// segmentOps turns a segment into porcupine operations: an acquire spans [invoke, completion], a
+// release is the instant its hold ended; a hold carried across a cut is acquired or released at the
+// cut instead.
+func segmentOps(holds []hold, seg *segment, ops []porcupine.Operation) []porcupine.Operation {
+	release := func(id int32) porcupine.Operation {
+		h := &holds[id]
+		if id == seg.cut {
+			return porcupine.Operation{ClientId: h.Process, Input: opInput{hold: id, release: true, synthetic: true}, Call: seg.out, Return: seg.out}
+		}
+		return porcupine.Operation{ClientId: h.Process, Input: opInput{hold: id, release: true}, Call: h.End, Return: h.End}
+	}
+	if seg.carry != free {
+		h := &holds[seg.carry]
+		ops = append(ops,
+			porcupine.Operation{ClientId: h.Process, Input: opInput{hold: seg.carry, synthetic: true}, Call: seg.in, Return: seg.in},
+			release(seg.carry))
+	}
+	for _, id := range seg.holds {
+		h := &holds[id]
+		ops = append(ops,
+			porcupine.Operation{ClientId: h.Process, Input: opInput{hold: id}, Call: h.Invoke, Return: h.Start},
+			release(id))
+	}
+	return ops
+}
+
+// segmentOfPair is the segment where an overlapping pair shows: that of the later-invoked hold. The
+// earlier one is either in the same segment or, since it is then the only hold in effect at every
+// cut in between, carried into it.
+func segmentOfPair(holds []hold, segOf []int32, pr pair) int32 {
+	a, b := &holds[pr.a], &holds[pr.b]
+	if a.Invoke > b.Invoke || a.Invoke == b.Invoke && pr.a > pr.b {
+		return segOf[pr.a]
+	}
+	return segOf[pr.b]
+}
+
+// porcupineOutcome is porcupine's verdict over all segments.
+type porcupineOutcome struct {
+	result   porcupine.CheckResult
+	timedOut int // segments not decided in time
+	tooLarge int // segments over maxSegmentOps
+}
+
+// checkSegments runs porcupine on every segment with a few workers, so a history of a million holds
+// does not start a million goroutines at once. timeout bounds the whole step; 0 means no limit.
+func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout time.Duration) porcupineOutcome {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	var next atomic.Int64
+	var timedOut, tooLarge atomic.Int64
+	workers := min(runtime.GOMAXPROCS(0), len(segs))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ops []porcupine.Operation
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(segs) {
+					return
+				}
+				seg := &segs[i]
+				if seg.ops() > maxSegmentOps {
+					seg.result = porcupine.Unknown
+					tooLarge.Add(1)
+					continue
+				}
+				var left time.Duration
+				if timeout > 0 {
+					if left = time.Until(deadline); left <= 0 {
+						seg.result = porcupine.Unknown
+						timedOut.Add(1)
+						continue
+					}
+				}
+				ops = segmentOps(holds, seg, ops[:0])
+				seg.result = porcupine.CheckOperationsTimeout(model, ops, left)
+				if seg.result == porcupine.Unknown {
+					timedOut.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := porcupineOutcome{result: porcupine.Ok, timedOut: int(timedOut.Load()), tooLarge: int(tooLarge.Load())}
+	for i := range segs {
+		switch segs[i].result {
+		case porcupine.Illegal:
+			out.result = porcupine.Illegal
+		case porcupine.Unknown:
+			if out.result == porcupine.Ok {
+				out.result = porcupine.Unknown
+			}
+		}
+	}
+	return out
+}
+
+// porcupineWord is the lower-case word results.json uses for a porcupine verdict.
+func porcupineWord(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "ok"
+	case porcupine.Illegal:
+		return "illegal"
+	default:
+		return "unknown"
+	}
+}

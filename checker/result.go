@@ -1,0 +1,248 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// Result is the checker's verdict on one history and the evidence for it. It marshals to the
+// results.json form; all times in it are nanoseconds on the run clock (see FormatTime).
+type Result struct {
+	// Valid is the lock-level verdict: true, false, or "unknown" in JSON.
+	Valid Verdict `json:"valid"`
+	// Porcupine is porcupine's own verdict on the holds: "ok", "illegal" or "unknown".
+	Porcupine string `json:"porcupine"`
+	// Violations lists overlapping holds, at most Options.MaxViolations of them.
+	Violations []Violation `json:"violations"`
+	// ViolationCount counts every overlapping pair, including those left out of Violations.
+	ViolationCount int `json:"violation_count"`
+	// Overruns lists holds whose protected work ended after the lease's deadline, at most
+	// Options.MaxViolations of them. They do not change Valid.
+	Overruns []Overrun `json:"overruns"`
+	// OverrunCount counts every overrun, including those left out of Overruns.
+	OverrunCount int `json:"overrun_count"`
+	// Stats are counts, latencies and availability of the run.
+	Stats Stats `json:"stats"`
+	// Faults are the windows during which the nemesis had a fault in effect.
+	Faults []FaultWindow `json:"faults"`
+	// Segments is how many independent porcupine partitions the holds were split into.
+	Segments int `json:"segments"`
+	// CheckDuration is how long Check took, in nanoseconds.
+	CheckDuration time.Duration `json:"check_duration"`
+	// Notes are facts about the history a reader should know (empty history, pending operations).
+	Notes []string `json:"notes"`
+	// Errors are internal inconsistencies of the checker itself; any entry makes Valid unknown.
+	Errors []string `json:"errors"`
+
+	// Kept for Visualize.
+	model     porcupine.Model
+	info      porcupine.LinearizationInfo
+	visNote   string
+	visualize bool
+	pairs     []pair // the listed violations, for annotations
+}
+
+// HoldInfo describes one hold: the window a successful acquire gave its process.
+type HoldInfo struct {
+	Process int    `json:"process"`
+	Value   string `json:"value,omitempty"`
+	Token   int64  `json:"token,omitempty"`
+	// Invoke is when the acquire was invoked; Start when it completed ok (the hold begins).
+	Invoke int64 `json:"invoke"`
+	Start  int64 `json:"start"`
+	// End is the earlier of the release's invoke time and the deadline, never before Start.
+	End int64 `json:"end"`
+	// EndedBy says what ended the hold: "release" or "expiry" ("never" when there was neither).
+	EndedBy  string `json:"ended_by"`
+	Deadline int64  `json:"deadline"`
+	Validity int64  `json:"validity,omitempty"`
+	// Nodes are the nodes that granted the lease.
+	Nodes []string `json:"nodes,omitempty"`
+	// WorkEnd is when the last protected work under this lease ended, 0 if there was none.
+	WorkEnd int64 `json:"work_end,omitempty"`
+}
+
+// Violation is two holds of one key that overlapped: mutual exclusion was broken.
+type Violation struct {
+	Key string   `json:"key"`
+	A   HoldInfo `json:"a"`
+	B   HoldInfo `json:"b"`
+	// OverlapStart and OverlapEnd bound the time both holds were in effect; Overlap is its length.
+	OverlapStart int64 `json:"overlap_start"`
+	OverlapEnd   int64 `json:"overlap_end"`
+	Overlap      int64 `json:"overlap"`
+	// Nemesis are the nemesis events from the earlier acquire invoke to the end of the overlap.
+	Nemesis []history.Event `json:"nemesis"`
+	// Description is the violation in one line of text.
+	Description string `json:"description"`
+}
+
+// Overrun is a hold whose protected work ended after the lease's deadline.
+type Overrun struct {
+	Key      string `json:"key"`
+	Process  int    `json:"process"`
+	Value    string `json:"value,omitempty"`
+	Deadline int64  `json:"deadline"`
+	WorkEnd  int64  `json:"work_end"`
+	// Past is how long after the deadline the work ended.
+	Past        int64  `json:"past"`
+	Description string `json:"description"`
+}
+
+// FaultWindow is one nemesis fault operation, from its invoke until the last of its nodes healed
+// (or the end of the history).
+type FaultWindow struct {
+	Fault string   `json:"fault"`
+	F     string   `json:"f"`
+	Nodes []string `json:"nodes,omitempty"`
+	Start int64    `json:"start"`
+	End   int64    `json:"end"`
+	// Healed is false when the history ended before every node was healed.
+	Healed      bool   `json:"healed"`
+	Description string `json:"description"`
+}
+
+// Counts counts completions of one kind of operation by outcome.
+type Counts struct {
+	OK   int `json:"ok"`
+	Fail int `json:"fail"`
+	Info int `json:"info"`
+	// Pending counts invocations that never completed (the history ended first); they are
+	// indeterminate like info but have no latency.
+	Pending int `json:"pending,omitempty"`
+}
+
+// Total is the number of invoked operations.
+func (c Counts) Total() int { return c.OK + c.Fail + c.Info + c.Pending }
+
+// Latency holds latency percentiles in milliseconds.
+type Latency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Stats are the run's statistics; they never affect the verdict.
+type Stats struct {
+	Acquires      Counts            `json:"acquires"`
+	AcquiresByKey map[string]Counts `json:"acquires_by_key"`
+	Releases      Counts            `json:"releases"`
+	// Availability is the share of acquires that completed ok (0 when there were none).
+	Availability float64 `json:"availability"`
+	// LatencyOK is the latency of ok acquires; LatencyAll of every completed acquire.
+	LatencyOK  Latency `json:"acquire_latency_ok"`
+	LatencyAll Latency `json:"acquire_latency_all"`
+	Holds      int     `json:"holds"`
+	Processes  int     `json:"processes"`
+	// Duration is the time from the first to the last event, in nanoseconds.
+	Duration int64 `json:"duration"`
+	// OKInFaults and OKOutsideFaults split ok acquires by whether they completed inside a fault window.
+	OKInFaults      int `json:"ok_in_faults"`
+	OKOutsideFaults int `json:"ok_outside_faults"`
+}
+
+// Summary renders the result as a short human-readable text.
+func (r *Result) Summary() string {
+	var b strings.Builder
+	verdict := map[Verdict]string{Valid: "VALID", Invalid: "INVALID", Unknown: "UNKNOWN"}[r.Valid]
+	fmt.Fprintf(&b, "verdict: %s (valid=%s, porcupine %s, %d segments, checked in %s)\n",
+		verdict, r.Valid, r.Porcupine, r.Segments, r.CheckDuration.Round(time.Millisecond))
+	for _, e := range r.Errors {
+		fmt.Fprintf(&b, "checker error: %s\n", e)
+	}
+	fmt.Fprintf(&b, "violations: %d", r.ViolationCount)
+	if r.ViolationCount > len(r.Violations) {
+		fmt.Fprintf(&b, " (%d listed)", len(r.Violations))
+	}
+	b.WriteString("\n")
+	const show = 10
+	for i, v := range r.Violations {
+		if i == show {
+			fmt.Fprintf(&b, "  ... and %d more\n", r.ViolationCount-show)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", v.Description)
+	}
+	fmt.Fprintf(&b, "overruns: %d (work ended after the lease deadline; does not affect the verdict)\n", r.OverrunCount)
+	for i, o := range r.Overruns {
+		if i == show {
+			fmt.Fprintf(&b, "  ... and %d more\n", r.OverrunCount-show)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", o.Description)
+	}
+	s := r.Stats
+	fmt.Fprintf(&b, "acquires: %d ok, %d fail, %d info, %d pending; availability %.1f%%; %d holds by %d processes over %s\n",
+		s.Acquires.OK, s.Acquires.Fail, s.Acquires.Info, s.Acquires.Pending, 100*s.Availability,
+		s.Holds, s.Processes, FormatTime(s.Duration))
+	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info)
+	fmt.Fprintf(&b, "acquire latency ok: p50 %.2fms p90 %.2fms p99 %.2fms max %.2fms; all: p50 %.2fms p99 %.2fms max %.2fms\n",
+		s.LatencyOK.P50, s.LatencyOK.P90, s.LatencyOK.P99, s.LatencyOK.Max, s.LatencyAll.P50, s.LatencyAll.P99, s.LatencyAll.Max)
+	fmt.Fprintf(&b, "fault windows: %d; ok acquires inside faults: %d, outside: %d\n", len(r.Faults), s.OKInFaults, s.OKOutsideFaults)
+	for i, f := range r.Faults {
+		if i == show {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Faults)-show)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", f.describe())
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+func (f FaultWindow) describe() string {
+	end := FormatTime(f.End)
+	if !f.Healed {
+		end += " (not healed)"
+	}
+	name := f.Fault
+	if f.F != "" && f.F != f.Fault {
+		name += " (" + f.F + ")"
+	}
+	return fmt.Sprintf("%s %s [%s, %s]", name, strings.Join(f.Nodes, " "), FormatTime(f.Start), end)
+}
+
+func describeHold(h HoldInfo) string {
+	s := fmt.Sprintf("p%d held [%s, %s]", h.Process, FormatTime(h.Start), FormatTime(h.End))
+	if h.Value != "" {
+		s += " (value " + h.Value + ")"
+	}
+	return s
+}
+
+func describeViolation(v *Violation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key %s: %s and %s: overlap %s", v.Key, describeHold(v.A), describeHold(v.B), FormatTime(v.Overlap))
+	if len(v.Nemesis) > 0 {
+		b.WriteString("; faults inside: ")
+		for i, e := range v.Nemesis {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(describeNemesisEvent(e))
+		}
+	}
+	return b.String()
+}
+
+func describeNemesisEvent(e history.Event) string {
+	var b strings.Builder
+	b.WriteString(e.F)
+	if e.Type != history.Invoke {
+		b.WriteString(" " + string(e.Type))
+	}
+	for _, n := range e.Nodes {
+		b.WriteString(" " + n)
+	}
+	b.WriteString(" at " + FormatTime(e.Time))
+	return b.String()
+}

@@ -1,0 +1,144 @@
+package checker
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// faultWindows builds one window per nemesis fault operation (step 6). A window opens at the fault's
+// invoke (the fault may take effect any time after) and closes at the completion of the heal of the
+// last of its nodes (only then is it certainly over), or at the end of the history.
+//
+// A heal matches a window when it names the same Fault (an empty Fault matches any) and either names
+// no nodes (it heals everything) or names the node. A fault that names no nodes is healed by any heal
+// of its Fault. A fault or heal that failed certainly did not happen and is ignored; one that ended
+// with info, or never completed, is taken to have happened.
+func faultWindows(events []history.Event, p *parsed) []FaultWindow {
+	type target struct {
+		win    int
+		node   string
+		healed bool
+		at     int64
+	}
+	var wins []FaultWindow
+	var targets []target
+	for _, op := range p.nemOps {
+		inv := &events[op.inv]
+		var comp *history.Event
+		if op.comp >= 0 {
+			comp = &events[op.comp]
+			if comp.Type == history.Fail {
+				continue
+			}
+		}
+		fault, effect, f := inv.Fault, inv.Effect, inv.F
+		nodes := slices.Clone(inv.Nodes)
+		if comp != nil {
+			if fault == "" {
+				fault = comp.Fault
+			}
+			if effect == "" {
+				effect = comp.Effect
+			}
+			for _, n := range comp.Nodes {
+				if !slices.Contains(nodes, n) {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+		if fault == "" {
+			fault = f
+		}
+		switch effect {
+		case history.EffectFault:
+			w := len(wins)
+			wins = append(wins, FaultWindow{Fault: fault, F: f, Nodes: nodes, Start: inv.Time, End: p.last})
+			if len(nodes) == 0 {
+				targets = append(targets, target{win: w})
+			}
+			for _, n := range nodes {
+				targets = append(targets, target{win: w, node: n})
+			}
+		case history.EffectHeal:
+			if comp == nil {
+				continue // a heal that never completed may not have happened
+			}
+			for i := range targets {
+				t := &targets[i]
+				if t.healed || (inv.Fault != "" || comp.Fault != "") && wins[t.win].Fault != fault {
+					continue
+				}
+				if len(nodes) == 0 || t.node == "" || slices.Contains(nodes, t.node) {
+					t.healed, t.at = true, comp.Time
+				}
+			}
+		}
+	}
+	// A window ends when its last node is healed; an unhealed node keeps it open to the end.
+	healed := make([]bool, len(wins))
+	end := make([]int64, len(wins))
+	for i := range wins {
+		healed[i] = true
+	}
+	for _, t := range targets {
+		if !t.healed {
+			healed[t.win] = false
+		} else if t.at > end[t.win] {
+			end[t.win] = t.at
+		}
+	}
+	for i := range wins {
+		wins[i].Healed = healed[i]
+		if healed[i] {
+			wins[i].End = end[i]
+		}
+		wins[i].Description = wins[i].describe()
+	}
+	return wins
+}
+
+// faultSplit counts ok acquires that completed inside any fault window and outside all of them.
+func faultSplit(holds []hold, wins []FaultWindow) (in, out int) {
+	// Merge the windows into disjoint intervals so each acquire is one binary search.
+	type iv struct{ s, e int64 }
+	ivs := make([]iv, 0, len(wins))
+	for _, w := range wins {
+		ivs = append(ivs, iv{w.Start, w.End})
+	}
+	sort.Slice(ivs, func(i, j int) bool { return ivs[i].s < ivs[j].s })
+	var merged []iv
+	for _, x := range ivs {
+		if n := len(merged); n > 0 && x.s <= merged[n-1].e {
+			merged[n-1].e = max(merged[n-1].e, x.e)
+			continue
+		}
+		merged = append(merged, x)
+	}
+	for i := range holds {
+		t := holds[i].Start
+		k := sort.Search(len(merged), func(k int) bool { return merged[k].e >= t })
+		if k < len(merged) && merged[k].s <= t {
+			in++
+		} else {
+			out++
+		}
+	}
+	return in, out
+}
+
+// latency sorts ns latencies in place and returns their percentiles in milliseconds.
+func latency(ns []int64) Latency {
+	if len(ns) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ns)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(ns)))) - 1 // nearest rank
+		i = max(0, min(i, len(ns)-1))
+		return float64(ns[i]) / 1e6
+	}
+	return Latency{Count: len(ns), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: float64(ns[len(ns)-1]) / 1e6}
+}

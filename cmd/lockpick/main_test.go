@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// build compiles lockpick once per test binary run.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "lockpick")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// Bad input: one line that names the fix, exit 255, never a panic trace.
+func TestBadInputExits255WithOneLine(t *testing.T) {
+	bin := build(t)
+	store := t.TempDir()
+	cases := [][]string{
+		{"run", "--lock", "zookeeper", "--store", store},
+		{"run", "--nemesis", "meteor", "--store", store},
+		{"run", "--ttl", "0s", "--store", store},
+		{"run", "--ttl", "5s", "--time-limit", "2s", "--store", store},
+		{"run", "--ttl", "banana", "--store", store},
+		{"run", "--store", "/proc/version/store"},
+		{"check", t.TempDir()},
+	}
+	for _, args := range cases {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if code := exitCode(err); code != 255 {
+			t.Errorf("%v: exit %d, want 255 (stderr %q)", args, code, stderr.String())
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" || strings.Contains(msg, "\n") || strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine") {
+			t.Errorf("%v: want a one-line error, got %q", args, msg)
+		}
+	}
+}
+
+// SIGINT in the middle of a run: no redis-server left, the history on disk, and check works on it.
+func TestInterruptLeavesNoNodesAndACheckableHistory(t *testing.T) {
+	bin := build(t)
+	store := t.TempDir()
+	cmd := exec.Command(bin, "run", "--lock", "redlock", "--nemesis", "restart", "--interval", "1s",
+		"--ttl", "1s", "--time-limit", "60s", "--seed", "9", "--store", store)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// Let the run get going: nodes up and history being written.
+	deadline := time.Now().Add(20 * time.Second)
+	var hist string
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(filepath.Join(store, "*", "*", "history.jsonl"))
+		if len(matches) == 1 {
+			if fi, err := os.Stat(matches[0]); err == nil && fi.Size() > 10000 {
+				hist = matches[0]
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if hist == "" {
+		cmd.Process.Kill()
+		t.Fatalf("no history appeared:\n%s", out.String())
+	}
+	time.Sleep(2 * time.Second)
+	if n := nodesUnder(store); n == 0 {
+		t.Fatal("found no redis-server of the run while it was running: the orphan check would prove nothing")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("lockpick did not stop within 30s of SIGINT:\n%s", out.String())
+	}
+	if code := exitCode(err); code < 0 || code > 2 {
+		t.Fatalf("exit %d after SIGINT, want a verdict (0, 1 or 2):\n%s", code, out.String())
+	}
+	if n := nodesUnder(store); n != 0 {
+		t.Fatalf("%d redis-server processes outlived the run", n)
+	}
+	dir := filepath.Dir(hist)
+	var doc struct {
+		Run struct {
+			Interrupted bool `json:"interrupted"`
+		} `json:"run"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &doc)
+	if !doc.Run.Interrupted {
+		t.Error("results.json does not say the run was interrupted")
+	}
+	check := exec.Command(bin, "check", dir)
+	cout, err := check.CombinedOutput()
+	if code := exitCode(err); code < 0 || code > 2 {
+		t.Fatalf("check exited %d:\n%s", code, cout)
+	}
+	if !strings.Contains(string(cout), "verdict") {
+		t.Fatalf("check printed no verdict:\n%s", cout)
+	}
+}
+
+// nodesUnder counts live redis-server processes working in a directory under root. Redis rewrites
+// its command line, so the node is found by its working directory, which lockpick sets to the
+// node's own directory.
+func nodesUnder(root string) int {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	n := 0
+	for _, p := range procs {
+		cwd, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(cwd, root) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") || !strings.Contains(string(stat), "redis") {
+			continue
+		}
+		n++
+	}
+	return n
+}
