@@ -68,7 +68,7 @@ func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 		at, back := t, t
 		for i, node := range targets {
 			if i > 0 {
-				at += time.Duration(rng.Int64N(int64(20*time.Millisecond))) + time.Millisecond
+				at += time.Duration(rng.Int64N(int64(5*time.Millisecond))) + time.Millisecond
 			}
 			ops = append(ops, Op{At: at, F: "kill", Nodes: []string{node}, Effect: history.EffectFault})
 			if r.Delay > 0 {
