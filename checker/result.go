@@ -213,6 +213,9 @@ func (f FaultWindow) describe() string {
 
 func describeHold(h HoldInfo) string {
 	s := fmt.Sprintf("p%d held [%s, %s]", h.Process, FormatTime(h.Start), FormatTime(h.End))
+	if len(h.Nodes) > 0 {
+		s += " granted by " + strings.Join(h.Nodes, " ")
+	}
 	if h.Value != "" {
 		s += " (value " + h.Value + ")"
 	}
@@ -223,12 +226,15 @@ func describeViolation(v *Violation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "key %s: %s and %s: overlap %s", v.Key, describeHold(v.A), describeHold(v.B), FormatTime(v.Overlap))
 	if len(v.Nemesis) > 0 {
-		b.WriteString("; faults inside: ")
-		for i, e := range v.Nemesis {
-			if i > 0 {
-				b.WriteString(", ")
+		// The text names each nemesis operation once, at its invoke; results.json keeps every event.
+		var ops []string
+		for _, e := range v.Nemesis {
+			if e.Type == history.Invoke {
+				ops = append(ops, describeNemesisEvent(e))
 			}
-			b.WriteString(describeNemesisEvent(e))
+		}
+		if len(ops) > 0 {
+			b.WriteString("; faults inside: " + strings.Join(ops, ", "))
 		}
 	}
 	return b.String()
