@@ -130,7 +130,7 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 		r.OverrunCount++
 		if len(r.Overruns) < opts.MaxViolations {
 			o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
-			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatTime(o.Past), FormatTime(o.Deadline))
+			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
 			r.Overruns = append(r.Overruns, o)
 		}
 	}

@@ -135,7 +135,7 @@ func TestOverlappingHoldsAreInvalid(t *testing.T) {
 	if v.A.EndedBy != "release" || !slices.Equal(v.A.Nodes, []string{"n1", "n2", "n3"}) {
 		t.Errorf("hold A: ended by %q, nodes %v", v.A.EndedBy, v.A.Nodes)
 	}
-	for _, want := range []string{"p3 held [0.010s, 0.100s]", "p7 held [0.050s, 0.150s]", "overlap 0.050s"} {
+	for _, want := range []string{"p3 held [0.010s, 0.100s]", "p7 held [0.050s, 0.150s]", "overlap 50.0ms"} {
 		if !strings.Contains(v.Description, want) || !strings.Contains(r.Summary(), want) {
 			t.Errorf("description/summary lacks %q: %s", want, v.Description)
 		}

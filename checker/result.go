@@ -224,7 +224,7 @@ func describeHold(h HoldInfo) string {
 
 func describeViolation(v *Violation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "key %s: %s and %s: overlap %s", v.Key, describeHold(v.A), describeHold(v.B), FormatTime(v.Overlap))
+	fmt.Fprintf(&b, "key %s: %s and %s: overlap %s", v.Key, describeHold(v.A), describeHold(v.B), FormatSpan(v.Overlap))
 	if len(v.Nemesis) > 0 {
 		// The text names each nemesis operation once, at its invoke; results.json keeps every event.
 		var ops []string

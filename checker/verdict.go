@@ -98,3 +98,15 @@ func FormatTime(ns int64) string {
 	}
 	return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + "s"
 }
+
+// FormatSpan formats a length of time so that short ones stay visible: "0.318ms", "154.2ms", "2.500s".
+// An overlap of a few hundred microseconds is as much a violation as one of a second.
+func FormatSpan(ns int64) string {
+	switch {
+	case ns < 1e6:
+		return strconv.FormatFloat(float64(ns)/1e6, 'f', 3, 64) + "ms"
+	case ns < 1e9:
+		return strconv.FormatFloat(float64(ns)/1e6, 'f', 1, 64) + "ms"
+	}
+	return FormatTime(ns)
+}
