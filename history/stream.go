@@ -129,7 +129,16 @@ func ReadFile(path string) ([]Event, error) {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	evs, err := Read(f)
+	// Size the slice from the line count first: growing it by doubling would briefly need twice the
+	// memory of a history of millions of events.
+	lines, err := countLines(f)
+	if err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read history: %w", err)
+	}
+	evs, err := read(f, lines)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -138,11 +147,47 @@ func ReadFile(path string) ([]Event, error) {
 
 // Read parses a JSON-lines history. A last line cut short by a crash is ignored; a malformed line
 // anywhere else is an error.
-func Read(r io.Reader) ([]Event, error) {
+func Read(r io.Reader) ([]Event, error) { return read(r, 0) }
+
+func countLines(r io.Reader) (int, error) {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for {
+		k, err := r.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if errors.Is(err, io.EOF) {
+			return n + 1, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+func read(r io.Reader, capacity int) ([]Event, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
-	var evs []Event
+	evs := make([]Event, 0, capacity)
+	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of each
+	// keeps a history of millions of events to a fraction of the memory.
+	seen := map[string]string{}
+	intern := func(s *string) {
+		if v, ok := seen[*s]; ok {
+			*s = v
+		} else if len(seen) < 1<<16 {
+			seen[*s] = *s
+		}
+	}
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: read the rest of it.
+			long := append([]byte(nil), b...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			var e Event
 			if jerr := json.Unmarshal(b, &e); jerr != nil {
@@ -151,6 +196,14 @@ func Read(r io.Reader) ([]Event, error) {
 				}
 				return nil, fmt.Errorf("line %d: %w", line, jerr)
 			}
+			t := string(e.Type)
+			intern(&t)
+			e.Type = Type(t)
+			intern(&e.F)
+			intern(&e.Key)
+			intern(&e.Fault)
+			intern(&e.Effect)
+			intern(&e.Error)
 			evs = append(evs, e)
 		}
 		if errors.Is(err, io.EOF) {
