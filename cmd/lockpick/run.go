@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/results"
 )
 
 func newRunCmd() *cobra.Command {
@@ -48,6 +50,8 @@ func newRunCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "interrupted: the verdict covers the history recorded until the interrupt")
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s, %s, %s\n",
+				filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile), filepath.Join(out.Dir, results.VisualizationFile))
 			return exitError{out.Result.Valid.ExitCode()}
 		},
 	}
