@@ -6,8 +6,9 @@ LDFLAGS := -X main.revision=$(REV)
 STORE   ?= store
 # Extra flags for scenario targets, e.g. make redlock-restart ARGS='--seed 7'
 ARGS    ?=
+SCENARIOS := single-none single-restart redlock-none redlock-restart redlock-delayed-restart
 
-.PHONY: all build deps test vet bench demo scenarios redlock-restart redlock-delayed-restart single-restart clean
+.PHONY: all build deps test vet bench demo scenarios $(SCENARIOS) clean
 
 all: build
 
@@ -32,24 +33,13 @@ bench:
 demo: deps build
 	@scripts/demo.sh $(BIN) $(STORE)
 
-# Scenario targets: each runs one cell of the expected-outcome table and fails when the verdict
-# differs from the expectation (exit 0 valid, 1 invalid).
-define scenario
-	@$(BIN) run --store $(STORE) --name $@ $(2) $(ARGS); code=$$?; \
-	if [ $$code -eq $(1) ]; then echo "$@: as expected (exit $$code)"; \
-	else echo "$@: UNEXPECTED exit $$code, expected $(1)"; exit 1; fi
-endef
+# Scenario targets: each runs one cell of the expected-outcome table (scenarios/) and fails when the
+# verdict differs from the expectation. Pass flags with ARGS, e.g. make redlock-restart ARGS='--seed 7'.
+$(SCENARIOS): build
+	$(BIN) scenario $@ --store $(STORE) $(ARGS)
 
-redlock-restart: build
-	$(call scenario,1,--lock redlock --nemesis restart --time-limit 60s)
-
-redlock-delayed-restart: build
-	$(call scenario,0,--lock redlock --nemesis restart-delayed --time-limit 60s)
-
-single-restart: build
-	$(call scenario,1,--lock single --nemesis restart --time-limit 30s)
-
-scenarios: redlock-restart redlock-delayed-restart single-restart
+scenarios: build
+	$(BIN) scenario --store $(STORE) $(ARGS)
 
 clean:
 	rm -rf bin

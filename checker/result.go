@@ -153,7 +153,7 @@ func (r *Result) Summary() string {
 	var b strings.Builder
 	verdict := map[Verdict]string{Valid: "VALID", Invalid: "INVALID", Unknown: "UNKNOWN"}[r.Valid]
 	fmt.Fprintf(&b, "verdict: %s (valid=%s, porcupine %s, %d segments, checked in %s)\n",
-		verdict, r.Valid, r.Porcupine, r.Segments, r.CheckDuration.Round(time.Millisecond))
+		verdict, r.Valid.jsonWord(), r.Porcupine, r.Segments, r.CheckDuration.Round(time.Millisecond))
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "checker error: %s\n", e)
 	}

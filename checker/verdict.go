@@ -23,8 +23,20 @@ const (
 	Invalid
 )
 
-// String returns "true", "false" or "unknown", the same words as the JSON form.
+// String returns "valid", "invalid" or "unknown".
 func (v Verdict) String() string {
+	switch v {
+	case Valid:
+		return "valid"
+	case Invalid:
+		return "invalid"
+	default:
+		return "unknown"
+	}
+}
+
+// jsonWord is the verdict as results.json spells it: true, false or unknown.
+func (v Verdict) jsonWord() string {
 	switch v {
 	case Valid:
 		return "true"

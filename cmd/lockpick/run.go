@@ -30,15 +30,11 @@ func newRunCmd() *cobra.Command {
 			cfg.Interval, cfg.RestartDelay, cfg.NodeTimeout = harness.Duration(interval), harness.Duration(restartDelay), harness.Duration(nodeTimeout)
 			cfg.HoldMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(checkTimeout)
 			if !cmd.Flags().Changed("seed") {
-				cfg.Seed = rand.Uint64() >> 1
+				cfg.Seed = randomSeed()
 			}
 			cfg.Revision = revision
 			cfg.Command = os.Args
-			var progress io.Writer
-			if isTerminal(os.Stderr) {
-				progress = os.Stderr
-			}
-			out, err := harness.Run(cmd.Context(), cfg, progress)
+			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 			if err != nil {
 				return err
 			}
@@ -77,6 +73,17 @@ func newRunCmd() *cobra.Command {
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	return cmd
+}
+
+// randomSeed picks a seed for a run that was given none; it is printed and stored with the run.
+func randomSeed() uint64 { return rand.Uint64() >> 1 }
+
+// progressWriter is stderr when it is a terminal, for the live progress line; nil otherwise.
+func progressWriter() io.Writer {
+	if isTerminal(os.Stderr) {
+		return os.Stderr
+	}
+	return nil
 }
 
 func isTerminal(f *os.File) bool {
