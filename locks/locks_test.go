@@ -178,7 +178,7 @@ func TestRedlockQuorum(t *testing.T) {
 }
 
 func TestRedlockNoQuorumAgainstAnotherHolderIsDefinite(t *testing.T) {
-	_, eps, admins := cluster(t, 5)
+	c, eps, admins := cluster(t, 5)
 	ctx := context.Background()
 	// Another client holds three nodes.
 	for i := range 3 {
@@ -198,6 +198,11 @@ func TestRedlockNoQuorumAgainstAnotherHolderIsDefinite(t *testing.T) {
 		if v := admins[i].Get(ctx, "k").Val(); v != "other" {
 			t.Fatalf("failed acquire touched the other holder's key on n%d: %q", i+1, v)
 		}
+	}
+	// With n4 down the outcome is still certain: even had n4 granted, two of five is no quorum.
+	c.Kill("n4")
+	if _, err := l.Acquire(ctx, "k", 2*time.Second); !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
+		t.Fatalf("with a node down: want a definite ErrNotAcquired, got %v", err)
 	}
 }
 

@@ -89,6 +89,10 @@ func (r *redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 		// since their SET may have landed.
 		r.Release(context.WithoutCancel(ctx), &Lease{Key: key, Value: value})
 		switch {
+		case len(granted)+len(errs) < r.quorum:
+			// Even if every node that did not answer had granted, there would be no quorum: the
+			// outcome is certain, whatever those nodes did.
+			last = fmt.Errorf("%w: granted by %d of %d nodes (quorum %d)%s", ErrNotAcquired, len(granted), len(r.nodes), r.quorum, unanswered(errs))
 		case len(errs) > 0:
 			last = indeterminate(fmt.Errorf("granted by %d of %d nodes (quorum %d): %w", len(granted), len(r.nodes), r.quorum, errors.Join(errs...)))
 		case len(granted) >= r.quorum:
@@ -98,6 +102,13 @@ func (r *redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 		}
 	}
 	return nil, last
+}
+
+func unanswered(errs []error) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d did not answer", len(errs))
 }
 
 func (r *redlock) Release(ctx context.Context, l *Lease) error {
