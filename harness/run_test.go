@@ -97,3 +97,35 @@ func TestRedlockDelayedRestartIsValid(t *testing.T) {
 		t.Errorf("summary.txt does not state the verdict:\n%s", b)
 	}
 }
+
+// Redlock with a majority restarted at once without persistence: a second client gets a quorum of
+// empty nodes while the first still holds the lock.
+func TestRedlockRestartIsInvalid(t *testing.T) {
+	out := run(t, Config{
+		Lock: "redlock", Nemesis: "restart", Clients: 10, Keys: 1, Seed: 1,
+		TTL: Duration(time.Second), TimeLimit: Duration(15 * time.Second), Recovery: Duration(500 * time.Millisecond),
+		Interval: Duration(1500 * time.Millisecond),
+	})
+	if out.Result.Valid != checker.Invalid {
+		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	}
+	// The second holder got its quorum from restarted nodes.
+	v := out.Result.Violations[0]
+	restarted := map[string]bool{}
+	for _, e := range v.Nemesis {
+		if e.F == "kill" {
+			for _, n := range e.Nodes {
+				restarted[n] = true
+			}
+		}
+	}
+	fresh := 0
+	for _, n := range v.B.Nodes {
+		if restarted[n] {
+			fresh++
+		}
+	}
+	if fresh == 0 {
+		t.Errorf("the later holder's quorum %v contains none of the restarted nodes %v", v.B.Nodes, restarted)
+	}
+}
