@@ -512,3 +512,35 @@ func TestContendedChainIsCutAtHeldPoints(t *testing.T) {
 		t.Fatalf("want one violation, got %s/%s, %d", r.Valid, r.Porcupine, r.ViolationCount)
 	}
 }
+
+// The cause names the nodes that granted both leases and the fault that made them forget the first;
+// with no such fault it says the lock itself let the second client in.
+func TestViolationCause(t *testing.T) {
+	faulted := (&hist{}).
+		acquire(3, "k", 0, 10, history.OK, "a", 1000).
+		nemesis("kill", "restart", history.EffectFault, []string{"n2", "n3"}, 20, 25).
+		nemesis("kill", "restart", history.EffectFault, []string{"n1"}, 26, 27).
+		acquire(7, "k", 40, 50, history.OK, "b", 1000).
+		release(3, "k", "a", 100, 110).
+		release(7, "k", "b", 150, 160)
+	r := mustCheck(t, faulted.events())
+	if got := r.Violations[0].Cause; !strings.Contains(got, "n1 n2 n3 granted p3's lease and then p7's: restart kill hit them") {
+		t.Errorf("cause: %s", got)
+	}
+	if !strings.Contains(r.Summary(), "cause: n1 n2 n3") {
+		t.Errorf("summary lacks the cause:\n%s", r.Summary())
+	}
+
+	// n1 was hit only before p3 asked for the lock: that cannot have erased p3's key.
+	partial := (&hist{}).
+		nemesis("kill", "restart", history.EffectFault, []string{"n1"}, 1, 2).
+		acquire(3, "k", 5, 10, history.OK, "a", 1000).
+		nemesis("kill", "restart", history.EffectFault, []string{"n2", "n3"}, 20, 25).
+		acquire(7, "k", 40, 50, history.OK, "b", 1000).
+		release(3, "k", "a", 100, 110).
+		release(7, "k", "b", 150, 160)
+	r = mustCheck(t, partial.events())
+	if got := r.Violations[0].Cause; !strings.Contains(got, "no fault hit n1 in between: the lock let p7 in while p3 held it") {
+		t.Errorf("cause: %s", got)
+	}
+}

@@ -78,6 +78,9 @@ type Violation struct {
 	Overlap      int64 `json:"overlap"`
 	// Nemesis are the nemesis events from the earlier acquire invoke to the end of the overlap.
 	Nemesis []history.Event `json:"nemesis"`
+	// Cause says which fault let the second client in: the nodes that granted both leases and what hit
+	// them in between, or that nothing did.
+	Cause string `json:"cause,omitempty"`
 	// Description is the violation in one line of text.
 	Description string `json:"description"`
 }
@@ -169,6 +172,9 @@ func (r *Result) Summary() string {
 			break
 		}
 		fmt.Fprintf(&b, "  %s\n", v.Description)
+		if v.Cause != "" {
+			fmt.Fprintf(&b, "    cause: %s\n", v.Cause)
+		}
 	}
 	fmt.Fprintf(&b, "overruns: %d (work ended after the lease deadline; does not affect the verdict)\n", r.OverrunCount)
 	for i, o := range r.Overruns {

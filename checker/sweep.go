@@ -1,7 +1,11 @@
 package checker
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -81,6 +85,54 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 	for ; i < len(p.nemesis) && events[p.nemesis[i]].Time <= v.OverlapEnd; i++ {
 		v.Nemesis = append(v.Nemesis, events[p.nemesis[i]])
 	}
+	v.Cause = cause(&v)
 	v.Description = describeViolation(&v)
 	return v
+}
+
+// cause names the nodes that granted both leases and the faults that hit them between the earlier
+// lease's acquire and the later one's grant: a node that granted both must have lost the earlier
+// key in between, and the fault that made it lose the key is what let the second client in. When
+// some such node was hit by no fault, the lock itself let two clients in, and cause says so.
+func cause(v *Violation) string {
+	first, second := &v.A, &v.B
+	if second.Start < first.Start {
+		first, second = second, first
+	}
+	if len(first.Nodes) == 0 || len(second.Nodes) == 0 {
+		return ""
+	}
+	hitBy := map[string][]string{}
+	for _, e := range v.Nemesis {
+		if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < first.Invoke || e.Time > second.Start {
+			continue
+		}
+		for _, n := range e.Nodes {
+			what := e.Fault + " " + e.F
+			if !slices.Contains(hitBy[n], what) {
+				hitBy[n] = append(hitBy[n], what)
+			}
+		}
+	}
+	var both, unexplained []string
+	faults := map[string]bool{}
+	for _, n := range second.Nodes {
+		if !slices.Contains(first.Nodes, n) {
+			continue
+		}
+		both = append(both, n)
+		if len(hitBy[n]) == 0 {
+			unexplained = append(unexplained, n)
+		}
+		for _, f := range hitBy[n] {
+			faults[f] = true
+		}
+	}
+	if len(both) == 0 {
+		return fmt.Sprintf("p%d and p%d were granted by disjoint nodes (%s and %s)", first.Process, second.Process, strings.Join(first.Nodes, " "), strings.Join(second.Nodes, " "))
+	}
+	if len(unexplained) > 0 {
+		return fmt.Sprintf("%s granted both leases and no fault hit %s in between: the lock let p%d in while p%d held it", strings.Join(both, " "), strings.Join(unexplained, " "), second.Process, first.Process)
+	}
+	return fmt.Sprintf("%s granted p%d's lease and then p%d's: %s hit them after p%d asked for the lock, so they lost its key", strings.Join(both, " "), first.Process, second.Process, strings.Join(slices.Sorted(maps.Keys(faults)), ", "), first.Process)
 }
