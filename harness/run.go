@@ -64,10 +64,6 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
 	}
-	if err := results.LinkLatest(cfg.Store, dir); err != nil {
-		log.Warn("cannot link latest", "err", err)
-	}
-
 	// The cluster: nodes, then one link per client group and node, then admin clients that bypass
 	// the links for the harness's own use.
 	cluster, err := clusters.StartLocal(ctx, clusters.Config{
@@ -107,6 +103,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		return nil, &StartError{err}
 	}
 
+	// store/latest moves only to a run that started: a failed start leaves it on the last real run.
+	if err := results.LinkLatest(cfg.Store, dir); err != nil {
+		log.Warn("cannot link latest", "err", err)
+	}
 	status := newStatus()
 	start := time.Now()
 	rec, err := history.Create(filepath.Join(dir, history.FileName), start, status.observe)
