@@ -134,5 +134,10 @@ func cause(v *Violation) string {
 	if len(unexplained) > 0 {
 		return fmt.Sprintf("%s granted both leases and no fault hit %s in between: the lock let p%d in while p%d held it", strings.Join(both, " "), strings.Join(unexplained, " "), second.Process, first.Process)
 	}
-	return fmt.Sprintf("%s granted p%d's lease and then p%d's: %s hit them after p%d asked for the lock, so they lost its key", strings.Join(both, " "), first.Process, second.Process, strings.Join(slices.Sorted(maps.Keys(faults)), ", "), first.Process)
+	them, they := "them", "they"
+	if len(both) == 1 {
+		them, they = "it", "it"
+	}
+	return fmt.Sprintf("%s granted p%d's lease and then p%d's: %s hit %s after p%d asked for the lock, so %s lost its key",
+		strings.Join(both, " "), first.Process, second.Process, strings.Join(slices.Sorted(maps.Keys(faults)), ", "), them, first.Process, they)
 }
