@@ -24,7 +24,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
 test: deps vet
-	$(GO) test -count=1 -timeout 14m ./...
+	$(GO) test -race -count=1 -timeout 14m ./...
 
 # Checker throughput on a generated history of one million operations on one hot key.
 bench:
