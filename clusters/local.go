@@ -77,6 +77,17 @@ type Node struct {
 // Addr is the node's loopback address.
 func (n *Node) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Port)) }
 
+// Admin opens a client straight to the node, bypassing every link: the harness's own connection.
+func (n *Node) Admin() *redis.Client { return AdminClient(n.Addr()) }
+
+// AdminClient opens a client to addr that never retries a command and dials once, so the harness
+// sees a dead node at once instead of through go-redis's back-off.
+func AdminClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 2, DisableIdentity: true, Protocol: 2,
+	})
+}
+
 // Local is a cluster of redis-server child processes.
 type Local struct {
 	cfg    Config
@@ -284,10 +295,7 @@ func waitReady(ctx context.Context, n *Node, exited <-chan struct{}) error {
 // ping asks addr for PONG on a fresh connection. A fresh client each time: a go-redis pool that saw a
 // refused dial backs off for a second, which would add that second to every restart.
 func ping(ctx context.Context, addr string) error {
-	rc := redis.NewClient(&redis.Options{
-		Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, PoolSize: 1, DisableIdentity: true, Protocol: 2,
-	})
+	rc := AdminClient(addr)
 	defer rc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()

@@ -27,7 +27,7 @@ func startCluster(t *testing.T, nodes int, p Persistence) *Local {
 
 func client(t *testing.T, n *Node) *redis.Client {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+	rc := n.Admin()
 	t.Cleanup(func() { rc.Close() })
 	return rc
 }

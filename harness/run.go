@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	admin := make(map[string]*redis.Client, len(nodes))
 	for i, n := range nodes {
 		names[i] = n.Name
-		admin[n.Name] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+		admin[n.Name] = n.Admin()
 		defer admin[n.Name].Close()
 	}
 	linkSet := links.New()

@@ -101,9 +101,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// drift is the validity a lease gives up for clock drift between nodes.
-func (o Options) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*o.DriftFactor) + o.DriftConst
+// deadline is the end of the validity a lease of ttl promises when its first request was sent at
+// start: the TTL less the drift allowance between clocks, as the Redlock spec computes it.
+func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
+	drift := time.Duration(float64(ttl)*o.DriftFactor) + o.DriftConst
+	return start.Add(ttl - drift)
 }
 
 // Names lists the implementations New knows.

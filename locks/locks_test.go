@@ -22,7 +22,7 @@ func cluster(t *testing.T, n int) (*clusters.Local, []Endpoint, []*redis.Client)
 	var admins []*redis.Client
 	for _, node := range c.Nodes() {
 		eps = append(eps, Endpoint{Node: node.Name, Addr: node.Addr()})
-		rc := redis.NewClient(&redis.Options{Addr: node.Addr(), MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+		rc := node.Admin()
 		t.Cleanup(func() { rc.Close() })
 		admins = append(admins, rc)
 	}

@@ -81,7 +81,7 @@ func (r *redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 		})
 		now := time.Now()
 		granted, errs := r.tally(res)
-		deadline := start.Add(ttl - r.opts.drift(ttl))
+		deadline := r.opts.deadline(start, ttl)
 		if len(granted) >= r.quorum && deadline.After(now) {
 			return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: granted}, nil
 		}
@@ -134,7 +134,7 @@ func (r *redlock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lea
 	})
 	now := time.Now()
 	extended, errs := r.tally(res)
-	deadline := start.Add(ttl - r.opts.drift(ttl))
+	deadline := r.opts.deadline(start, ttl)
 	if len(extended) >= r.quorum && deadline.After(now) {
 		nl := *l
 		nl.Start, nl.Deadline, nl.Validity, nl.Nodes = start, deadline, deadline.Sub(now), extended

@@ -33,7 +33,7 @@ func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, ErrNotAcquired
 	}
 	now := time.Now()
-	deadline := start.Add(ttl - s.opts.drift(ttl))
+	deadline := s.opts.deadline(start, ttl)
 	if !deadline.After(now) {
 		// The reply came too late to use the lease: give it back and report a definite failure.
 		s.Release(ctx, &Lease{Key: key, Value: value})
@@ -67,7 +67,7 @@ func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Leas
 		return nil, ErrLeaseLost
 	}
 	now := time.Now()
-	deadline := start.Add(ttl - s.opts.drift(ttl))
+	deadline := s.opts.deadline(start, ttl)
 	if !deadline.After(now) {
 		return nil, fmt.Errorf("%w: validity used up before the extension was confirmed", ErrLeaseLost)
 	}
