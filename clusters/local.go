@@ -85,6 +85,7 @@ func (n *Node) Admin() *redis.Client { return AdminClient(n.Addr()) }
 func AdminClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 2, DisableIdentity: true, Protocol: 2,
+		ContextTimeoutEnabled: true, // a caller's deadline bounds reads too, as readiness polls need
 	})
 }
 
