@@ -6,11 +6,13 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/workloads"
 )
 
 // Duration is a time.Duration that reads and writes JSON as text ("2s").
@@ -72,9 +74,14 @@ func (c *Config) Resolve() error {
 	if err := locks.Validate(c.Lock); err != nil {
 		return fmt.Errorf("--lock: %w", err)
 	}
-	if err := nemesis.Validate(c.Nemesis); err != nil {
+	if c.Nemesis == "" {
+		c.Nemesis = "none"
+	}
+	specs, err := nemesis.ParseSpecs(c.Nemesis)
+	if err != nil {
 		return fmt.Errorf("--nemesis: %w", err)
 	}
+	c.Nemesis = nemesis.JoinSpecs(specs)
 	if c.Persistence == "" {
 		c.Persistence = string(clusters.PersistNone)
 	}
@@ -145,7 +152,60 @@ func (c *Config) Resolve() error {
 		c.Store = "store"
 	}
 	if c.Name == "" {
-		c.Name = c.Lock + "-" + c.Nemesis
+		c.Name = c.Lock + "-" + strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(c.Nemesis)
+	}
+	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
+	// run before any node starts.
+	for _, spec := range specs {
+		if _, err := nemesis.Build(spec, c.nemesisEnv(nil)); err != nil {
+			return fmt.Errorf("--nemesis: %w", err)
+		}
 	}
 	return nil
+}
+
+// Specs returns the nemeses of a resolved configuration.
+func (c *Config) Specs() []nemesis.Spec {
+	specs, _ := nemesis.ParseSpecs(c.Nemesis)
+	return specs
+}
+
+// NodeNames are the names of the lock cluster's nodes.
+func (c *Config) NodeNames() []string {
+	names := make([]string, c.Nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i+1)
+	}
+	return names
+}
+
+// GroupNames are the client groups' names.
+func (c *Config) GroupNames() []string {
+	groups := make([]string, c.ClientGroups)
+	for g := range groups {
+		groups[g] = fmt.Sprintf("c%d", g+1)
+	}
+	return groups
+}
+
+// KeyNames are the lock keys the workload uses.
+func (c *Config) KeyNames() []string {
+	keys := make([]string, c.Keys)
+	for i := range keys {
+		keys[i] = workloads.KeyName(i)
+	}
+	return keys
+}
+
+// nemesisEnv is the part of the nemesis environment the configuration decides; the run adds the
+// cluster, links and admin connections.
+func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
+	var e nemesis.Env
+	if env != nil {
+		e = *env
+	}
+	e.Nodes, e.Groups, e.Keys = c.NodeNames(), c.GroupNames(), c.KeyNames()
+	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
+	e.RestartDelay = time.Duration(c.RestartDelay)
+	return e
 }

@@ -84,9 +84,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	}
 	linkSet := links.New()
 	defer linkSet.Close()
-	groups := make([]string, cfg.ClientGroups)
+	groups := cfg.GroupNames()
 	for g := range groups {
-		groups[g] = fmt.Sprintf("c%d", g+1)
 		for _, n := range nodes {
 			if _, err := linkSet.Add(groups[g], n.Name, n.Addr()); err != nil {
 				return nil, &StartError{err}
@@ -94,12 +93,23 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		}
 	}
 
-	nem, err := newNemesis(cfg, cluster, names)
-	if err != nil {
-		return nil, &StartError{err}
+	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Admin: admin, Log: log})
+	nemEnv.Cluster = cluster
+	if clocks, ok := any(cluster).(nemesis.Clocks); ok {
+		nemEnv.Clocks = clocks
 	}
-	plan := nem.Plan(nemesis.Seed(cfg.Seed, nem.Name()), time.Duration(cfg.TimeLimit))
-	if err := results.WriteJSON(dir, results.ScheduleFile, plan); err != nil {
+	var nems []nemesis.Nemesis
+	var schedule []Schedule
+	for _, spec := range cfg.Specs() {
+		n, err := nemesis.Build(spec, nemEnv)
+		if err != nil {
+			return nil, &StartError{fmt.Errorf("--nemesis: %w", err)}
+		}
+		plan := n.Plan(nemesis.Seed(cfg.Seed, spec.Name), time.Duration(cfg.TimeLimit))
+		nems = append(nems, n)
+		schedule = append(schedule, Schedule{Nemesis: spec.String(), Ops: plan})
+	}
+	if err := results.WriteJSON(dir, results.ScheduleFile, schedule); err != nil {
 		return nil, &StartError{err}
 	}
 
@@ -144,8 +154,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	defer cancelWork()
 
 	var wg sync.WaitGroup
-	var nemErr, workErr error
-	wg.Go(func() { nemErr = nemesis.Run(faultCtx, nem, plan, rec) })
+	var workErr error
+	nemErrs := make([]error, len(nems))
+	for i, n := range nems {
+		// Each nemesis follows its own schedule; all of them heal before the recovery phase.
+		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, rec) })
+	}
 	wg.Go(func() { workErr = workload.Run(workCtx, env) })
 	stopProgress := status.show(progress, start, time.Duration(cfg.TimeLimit+cfg.Recovery))
 	wg.Wait()
@@ -157,7 +171,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		return nil, fmt.Errorf("run in %s crashed: workload: %w", dir, workErr)
 	}
 	out := &Outcome{Dir: dir, Interrupted: ctx.Err() != nil}
-	if nemErr != nil {
+	if nemErr := errors.Join(nemErrs...); nemErr != nil {
 		log.Error("nemesis", "err", nemErr)
 		out.Errors = append(out.Errors, "nemesis: "+nemErr.Error())
 	}
@@ -198,16 +212,10 @@ func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Re
 	return res, nil
 }
 
-func newNemesis(cfg Config, cluster *clusters.Local, nodes []string) (nemesis.Nemesis, error) {
-	switch cfg.Nemesis {
-	case "none":
-		return nemesis.None{}, nil
-	case "restart":
-		return &nemesis.Restart{Cluster: cluster, Nodes: nodes, Interval: time.Duration(cfg.Interval)}, nil
-	case "restart-delayed":
-		return &nemesis.Restart{Cluster: cluster, Nodes: nodes, Interval: time.Duration(cfg.Interval), Delay: time.Duration(cfg.RestartDelay)}, nil
-	}
-	return nil, errors.New("unknown nemesis " + cfg.Nemesis)
+// Schedule is one nemesis's plan, as schedule.json stores it.
+type Schedule struct {
+	Nemesis string       `json:"nemesis"`
+	Ops     []nemesis.Op `json:"ops"`
 }
 
 // status follows the history as it is written, for the live progress line.

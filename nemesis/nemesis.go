@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -45,15 +44,11 @@ type Nemesis interface {
 	Healing() []Op
 }
 
-// Names lists the nemeses New knows.
-func Names() []string { return []string{"none", "restart", "restart-delayed"} }
-
-// Validate checks a nemesis name.
-func Validate(name string) error {
-	if slices.Contains(Names(), name) {
-		return nil
-	}
-	return fmt.Errorf("unknown nemesis %q: use one of %s", name, strings.Join(Names(), ", "))
+// Resolver is a nemesis that chooses its targets when an operation runs rather than when it is
+// planned: lock-aware targeting waits for the lease it wants to hit. Resolve may wait (bounded by
+// ctx) and returns the operation with its real targets; an operation resolved to no nodes is skipped.
+type Resolver interface {
+	Resolve(ctx context.Context, op Op) (Op, error)
 }
 
 // Seed derives the nemesis's random source from the run seed, so the schedule depends on nothing else.
@@ -90,6 +85,20 @@ func Run(ctx context.Context, n Nemesis, plan []Op, rec Recorder) error {
 		}
 		// An operation once begun runs to its end: a kill cut short by the time limit would leave a
 		// fault nobody recorded as healed.
+		if r, ok := n.(Resolver); ok {
+			// Waiting for a target may be cut short by the time limit; the fault then never starts.
+			resolved, err := r.Resolve(ctx, op)
+			if err != nil {
+				if ctx.Err() == nil {
+					errs = append(errs, fmt.Errorf("%s %s: choose targets: %w", n.Name(), op, err))
+				}
+				continue
+			}
+			if len(resolved.Nodes) == 0 {
+				continue
+			}
+			op = resolved
+		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		err := apply(actx, n, op, rec)
 		cancel()

@@ -31,7 +31,7 @@ type Restart struct {
 	// Delay is the least time a killed node stays down; zero restarts it at once.
 	Delay time.Duration
 	// MajorityShare is the share of faults that kill a majority in quick succession rather than one
-	// node. Default 0.5.
+	// node. Zero means 0.5; negative means never.
 	MajorityShare float64
 
 	killedAt map[string]time.Time

@@ -1,0 +1,315 @@
+package nemesis
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/links"
+)
+
+// Spec names a nemesis and its parameters. Its text form, used by --nemesis and stored in
+// config.json, is "name:key=value:key=value"; several specs are joined by commas.
+type Spec struct {
+	Name   string            `json:"name"`
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// String is the canonical text form: parameters sorted by key.
+func (s Spec) String() string {
+	var b strings.Builder
+	b.WriteString(s.Name)
+	for _, k := range slices.Sorted(maps.Keys(s.Params)) {
+		fmt.Fprintf(&b, ":%s=%s", k, s.Params[k])
+	}
+	return b.String()
+}
+
+// ParseSpec reads one spec, "clock:target=majority:jump=forward".
+func ParseSpec(text string) (Spec, error) {
+	parts := strings.Split(strings.TrimSpace(text), ":")
+	s := Spec{Name: parts[0]}
+	if s.Name == "" {
+		return s, fmt.Errorf("empty nemesis name in %q: use one of %s", text, strings.Join(Names(), ", "))
+	}
+	for _, p := range parts[1:] {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" || v == "" {
+			return s, fmt.Errorf("nemesis %s: parameter %q is not key=value (for example %s:interval=5s)", s.Name, p, s.Name)
+		}
+		if s.Params == nil {
+			s.Params = map[string]string{}
+		}
+		if _, dup := s.Params[k]; dup {
+			return s, fmt.Errorf("nemesis %s: parameter %q given twice", s.Name, k)
+		}
+		s.Params[k] = v
+	}
+	return s, nil
+}
+
+// ParseSpecs reads a comma-separated list of specs. "none" alone is the empty list.
+func ParseSpecs(text string) ([]Spec, error) {
+	var specs []Spec
+	seen := map[string]bool{}
+	for _, part := range strings.Split(text, ",") {
+		s, err := ParseSpec(part)
+		if err != nil {
+			return nil, err
+		}
+		if err := Validate(s.Name); err != nil {
+			return nil, err
+		}
+		if s.Name == "none" {
+			if len(s.Params) > 0 {
+				return nil, fmt.Errorf("nemesis none takes no parameters")
+			}
+			continue
+		}
+		// Each nemesis draws its schedule from the run seed and its name, so two of one kind would
+		// share a schedule; and two of one kind would fight over the same faults.
+		if seen[s.Name] {
+			return nil, fmt.Errorf("nemesis %s given twice: give it once, with the parameters you want", s.Name)
+		}
+		seen[s.Name] = true
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+// JoinSpecs is the text form of a list of specs, "none" when empty.
+func JoinSpecs(specs []Spec) string {
+	if len(specs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(specs))
+	for i, s := range specs {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// Params reads a spec's parameters, checks them, and remembers which it read, so that a parameter
+// nobody reads is reported as unknown instead of being silently ignored.
+type Params struct {
+	spec Spec
+	used map[string]bool
+	errs []string
+}
+
+// NewParams starts reading spec's parameters.
+func NewParams(spec Spec) *Params { return &Params{spec: spec, used: map[string]bool{}} }
+
+func (p *Params) get(key string) (string, bool) {
+	p.used[key] = true
+	v, ok := p.spec.Params[key]
+	return v, ok
+}
+
+func (p *Params) fail(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Sprintf(format, args...))
+}
+
+// Duration reads a duration ("1.5s"); def when absent.
+func (p *Params) Duration(key string, def time.Duration) time.Duration {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		p.fail("%s=%s is not a duration: use a value like %s=2s", key, v, key)
+		return def
+	}
+	return d
+}
+
+// Int reads an integer; def when absent.
+func (p *Params) Int(key string, def int) int {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		p.fail("%s=%s is not an integer", key, v)
+		return def
+	}
+	return n
+}
+
+// Share reads a number in [0, 1]; def when absent.
+func (p *Params) Share(key string, def float64) float64 {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1 {
+		p.fail("%s=%s is not a share between 0 and 1", key, v)
+		return def
+	}
+	return f
+}
+
+// Choice reads one of allowed; def when absent.
+func (p *Params) Choice(key, def string, allowed ...string) string {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	if !slices.Contains(allowed, v) {
+		p.fail("%s=%s is not allowed: use one of %s", key, v, strings.Join(allowed, ", "))
+		return def
+	}
+	return v
+}
+
+// Choices reads a list of allowed values separated by "+", for example kind=isolate+bridge; def when
+// absent.
+func (p *Params) Choices(key string, def []string, allowed ...string) []string {
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, c := range strings.Split(v, "+") {
+		if !slices.Contains(allowed, c) {
+			p.fail("%s=%s: %q is not allowed: use one or more of %s, joined by +", key, v, c, strings.Join(allowed, ", "))
+			return def
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Err reports every bad value and every parameter the nemesis did not read.
+func (p *Params) Err() error {
+	errs := slices.Clone(p.errs)
+	var known []string
+	for k := range p.used {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	for _, k := range slices.Sorted(maps.Keys(p.spec.Params)) {
+		if !p.used[k] {
+			errs = append(errs, fmt.Sprintf("unknown parameter %q: %s takes %s", k, p.spec.Name, strings.Join(known, ", ")))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("nemesis %s: %s", p.spec.Name, strings.Join(errs, "; "))
+}
+
+// Cluster is what nemeses drive on the nodes.
+type Cluster interface {
+	Processes
+	Signal(node string, sig syscall.Signal) error
+}
+
+// Clocks moves the wall clocks of nodes (the LD_PRELOAD shim) and measures them.
+type Clocks interface {
+	// SetClockOffset shifts a node's wall clock by offset from the real time.
+	SetClockOffset(node string, offset time.Duration) error
+	// ClockOffset measures a node's offset: its TIME against the harness clock.
+	ClockOffset(node string) (time.Duration, error)
+}
+
+// Env is what the harness gives nemeses: the cluster, its links, admin connections that bypass the
+// links, and the run's timing.
+type Env struct {
+	Cluster Cluster
+	// Clocks is nil when the nodes run without the clock shim.
+	Clocks Clocks
+	Nodes  []string
+	Links  *links.Set
+	// Groups are the client groups, c1..cG; every group has a link to every node.
+	Groups []string
+	// Admin has one connection per node that bypasses the links.
+	Admin map[string]*redis.Client
+	// Keys are the lock keys the workload contends for.
+	Keys []string
+
+	TTL         time.Duration
+	Interval    time.Duration
+	NodeTimeout time.Duration
+	// RestartDelay is the default time restart-delayed keeps a node down.
+	RestartDelay time.Duration
+
+	Recorder Recorder
+	Log      *slog.Logger
+}
+
+type builder func(env Env, p *Params) (Nemesis, error)
+
+// builders lists every nemesis and how to build it from its parameters.
+func builders() map[string]builder {
+	return map[string]builder{
+		"none":            func(Env, *Params) (Nemesis, error) { return None{}, nil },
+		"restart":         buildRestart(false),
+		"restart-delayed": buildRestart(true),
+	}
+}
+
+// Names lists the nemeses Build knows.
+func Names() []string { return slices.Sorted(maps.Keys(builders())) }
+
+// Validate checks a nemesis name.
+func Validate(name string) error {
+	if _, ok := builders()[name]; ok {
+		return nil
+	}
+	return fmt.Errorf("unknown nemesis %q: use one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Build makes the nemesis a spec names, with its parameters checked.
+func Build(spec Spec, env Env) (Nemesis, error) {
+	b, ok := builders()[spec.Name]
+	if !ok {
+		return nil, Validate(spec.Name)
+	}
+	if env.Log == nil {
+		env.Log = slog.New(slog.DiscardHandler)
+	}
+	p := NewParams(spec)
+	n, err := b(env, p)
+	if perr := p.Err(); perr != nil {
+		return nil, perr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nemesis %s: %w", spec.Name, err)
+	}
+	return n, nil
+}
+
+func buildRestart(delayed bool) builder {
+	return func(env Env, p *Params) (Nemesis, error) {
+		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes}
+		r.Interval = p.Duration("interval", env.Interval)
+		switch p.Choice("target", "mixed", "mixed", "one", "majority") {
+		case "one":
+			r.MajorityShare = -1
+		case "majority":
+			r.MajorityShare = 1
+		}
+		if delayed {
+			r.Delay = p.Duration("delay", env.RestartDelay)
+			if r.Delay <= 0 {
+				return nil, fmt.Errorf("delay must be positive")
+			}
+		}
+		if r.Interval <= 0 {
+			return nil, fmt.Errorf("interval must be positive")
+		}
+		return r, nil
+	}
+}
