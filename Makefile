@@ -6,7 +6,8 @@ LDFLAGS := -X main.revision=$(REV)
 STORE   ?= store
 # Extra flags for scenario targets, e.g. make redlock-restart ARGS='--seed 7'
 ARGS    ?=
-SCENARIOS := single-none single-restart redlock-none redlock-restart redlock-delayed-restart
+# One target per scenario file: make redlock-restart runs scenarios/redlock-restart.yaml.
+SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 
 .PHONY: all build deps test vet bench demo scenarios $(SCENARIOS) clean
 
@@ -33,10 +34,10 @@ bench:
 demo: deps build
 	@scripts/demo.sh $(BIN) $(STORE)
 
-# Scenario targets: each runs one cell of the expected-outcome table (scenarios/) and fails when the
-# verdict differs from the expectation. Pass flags with ARGS, e.g. make redlock-restart ARGS='--seed 7'.
+# Scenario targets: each runs one cell of the expected-outcome table (scenarios/NAME.yaml) and fails
+# when the outcome differs from the file's expectation. Pass flags with ARGS, e.g. ARGS='--seed 7'.
 $(SCENARIOS): build
-	$(BIN) scenario $@ --store $(STORE) $(ARGS)
+	$(BIN) run scenarios/$@.yaml --store $(STORE) $(ARGS)
 
 scenarios: build
 	$(BIN) scenario --store $(STORE) $(ARGS)

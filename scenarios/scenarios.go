@@ -1,78 +1,80 @@
-// Package scenarios names runs whose outcome we know in advance: cells of the expected-outcome table
-// in DESIGN.md. A scenario passes when the run's verdict is the one expected, so the suite shows both
-// that safe configurations stay valid and that unsafe ones are caught.
+// Package scenarios reads scenario files: runs whose outcome we know in advance, the cells of the
+// expected-outcome table in DESIGN.md. A scenario passes when the run shows what it expects, so the
+// suite shows both that safe configurations stay valid and that unsafe ones are caught.
+//
+// The repository's scenarios/*.yaml are built into the binary, so `lockpick scenario NAME` works
+// from any directory; `lockpick run FILE.yaml` reads any file from disk.
 package scenarios
 
 import (
+	"embed"
 	"fmt"
+	"path"
+	"sort"
 	"strings"
-	"time"
 
-	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
 )
 
-// Scenario is a named run and the verdict it must reach.
+//go:embed *.yaml
+var files embed.FS
+
+// Scenario is a named run and what it must show.
 type Scenario struct {
 	Name string
-	// Why says which cell of the table this is and why the verdict follows.
-	Why    string
+	// Why says which cell of the table this is and why the outcome follows.
+	Why string
+	// File is where the scenario was read from.
+	File   string
 	Config harness.Config
-	Expect checker.Verdict
+	Expect Expectation
 }
 
-func base(lock, nem string, limit time.Duration) harness.Config {
-	return harness.Config{
-		Lock: lock, Nemesis: nem, Clients: 10, Keys: 1,
-		TTL: harness.Duration(2 * time.Second), TimeLimit: harness.Duration(limit),
-		Recovery: harness.Duration(5 * time.Second), Interval: harness.Duration(5 * time.Second),
+// All reads the built-in scenarios, sorted by name.
+func All() ([]Scenario, error) {
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		return nil, err
 	}
-}
-
-// All lists the scenarios, in the order `lockpick scenario` runs them.
-func All() []Scenario {
-	return []Scenario{
-		{
-			Name:   "single-none",
-			Why:    "single node, no faults: safe",
-			Config: base("single", "none", 60*time.Second),
-			Expect: checker.Valid,
-		},
-		{
-			Name:   "single-restart",
-			Why:    "single node restarted without persistence: the lock is forgotten while its holder works",
-			Config: base("single", "restart", 30*time.Second),
-			Expect: checker.Invalid,
-		},
-		{
-			Name:   "redlock-none",
-			Why:    "Redlock, 5 masters, no faults: safe",
-			Config: base("redlock", "none", 60*time.Second),
-			Expect: checker.Valid,
-		},
-		{
-			Name:   "redlock-restart",
-			Why:    "Redlock with a majority restarted at once without persistence: a second client gets a quorum of empty nodes",
-			Config: base("redlock", "restart", 60*time.Second),
-			Expect: checker.Invalid,
-		},
-		{
-			Name:   "redlock-delayed-restart",
-			Why:    "Redlock with every restarted node kept down 1.5 x TTL, as the spec recommends: safe, and granted while a majority is up",
-			Config: base("redlock", "restart-delayed", 60*time.Second),
-			Expect: checker.Valid,
-		},
+	var out []Scenario
+	seen := map[string]string{}
+	for _, e := range entries {
+		data, err := files.ReadFile(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		s, err := Parse(path.Join("scenarios", e.Name()), data)
+		if err != nil {
+			return nil, err
+		}
+		if want := strings.TrimSuffix(e.Name(), ".yaml"); s.Name != want {
+			return nil, fmt.Errorf("%s: name %q differs from the file name: name it %s", s.File, s.Name, want)
+		}
+		if prev, dup := seen[s.Name]; dup {
+			return nil, fmt.Errorf("scenario %s defined in %s and %s", s.Name, prev, s.File)
+		}
+		seen[s.Name] = s.File
+		out = append(out, s)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
-// Find returns the scenario with the given name.
+// Find returns the built-in scenario with the given name; a name ending in .yaml is read from disk.
 func Find(name string) (Scenario, error) {
+	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
+		return Load(name)
+	}
+	all, err := All()
+	if err != nil {
+		return Scenario{}, err
+	}
 	var names []string
-	for _, s := range All() {
+	for _, s := range all {
 		if s.Name == name {
 			return s, nil
 		}
 		names = append(names, s.Name)
 	}
-	return Scenario{}, fmt.Errorf("unknown scenario %q: use one of %s (lockpick scenario --list)", name, strings.Join(names, ", "))
+	return Scenario{}, fmt.Errorf("unknown scenario %q: use one of %s (lockpick scenario --list), or give a .yaml file", name, strings.Join(names, ", "))
 }

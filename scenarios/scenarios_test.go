@@ -1,31 +1,112 @@
 package scenarios
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lockpick-dev/lockpick/checker"
 )
 
-// Every scenario is a configuration the harness accepts, with a decided expectation.
-func TestScenariosResolve(t *testing.T) {
-	seen := map[string]bool{}
-	for _, s := range All() {
-		if seen[s.Name] {
-			t.Errorf("scenario %s defined twice", s.Name)
-		}
-		seen[s.Name] = true
+// Every built-in scenario parses, is a configuration the harness accepts, and expects a decided verdict.
+func TestBuiltinScenariosResolve(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 5 {
+		t.Fatalf("only %d scenarios", len(all))
+	}
+	for _, s := range all {
 		cfg := s.Config
 		if err := cfg.Resolve(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 		}
-		if s.Expect == checker.Unknown {
-			t.Errorf("%s expects unknown: a scenario must expect valid or invalid", s.Name)
+		if s.Expect.Verdict == checker.Unknown {
+			t.Errorf("%s expects unknown", s.Name)
+		}
+		if s.Why == "" {
+			t.Errorf("%s says not why", s.Name)
 		}
 		if got, err := Find(s.Name); err != nil || got.Name != s.Name {
 			t.Errorf("Find(%q) = %v, %v", s.Name, got.Name, err)
 		}
 	}
-	if _, err := Find("nope"); err == nil {
-		t.Error("Find accepted an unknown scenario")
+	if _, err := Find("nope"); err == nil || !strings.Contains(err.Error(), "redlock-restart") {
+		t.Errorf("Find of an unknown scenario: %v, want the list of names", err)
+	}
+}
+
+const good = `name: x
+why: because
+lock: redlock
+clients: 4
+ttl: 1s
+time_limit: 10s
+seed: 7
+nemeses:
+  - name: restart-delayed
+    delay: 3s
+  - restart-delayed
+expect:
+  verdict: valid
+  some: [ok_in_faults]
+  none: [overruns]
+`
+
+func TestParseReadsEveryField(t *testing.T) {
+	_, err := Parse("x.yaml", []byte(good))
+	if err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Fatalf("two restarts: %v", err)
+	}
+	s, err := Parse("x.yaml", []byte(strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Config
+	if c.Lock != "redlock" || c.Clients != 4 || c.Seed != 7 || c.Keys != 1 || c.Nemesis != "restart-delayed:delay=3s" {
+		t.Errorf("config %+v", c)
+	}
+	if s.Expect.Verdict != checker.Valid || s.Expect.Some[0] != "ok_in_faults" || s.Expect.None[0] != "overruns" {
+		t.Errorf("expect %+v", s.Expect)
+	}
+}
+
+// A bad file is refused with the file, the field and what is allowed.
+func TestParseErrorsNameFileFieldAndFix(t *testing.T) {
+	cases := []struct{ edit, old, want string }{
+		{"lock: redlock", "lock: zookeeper", `x.yaml: lock: unknown lock "zookeeper": use one of`},
+		{"ttl: 1s", "ttl: soon", `x.yaml: line 5: ttl: must be a duration`},
+		{"clients: 4", "clients: four", `line 4: clients: must be a whole number`},
+		{"seed: 7", "seed: 7\ncolour: red", `line 8: colour: unknown field: use one of name, why, lock`},
+		{"    delay: 3s", "    delay: 3s\n    depth: 2", `nemeses: nemesis restart-delayed: unknown parameter "depth"`},
+		{"  - name: restart-delayed", "  - name: meteor", `nemeses: line 9: unknown nemesis "meteor": use one of`},
+		{"  verdict: valid", "  verdict: fine", `expect: verdict: verdict "fine": use valid or invalid`},
+		{"  some: [ok_in_faults]", "  some: [luck]", `unknown finding "luck": use`},
+		{"time_limit: 10s", "time_limit: 1s", `time_limit 1s is not longer than --ttl`},
+		{"name: x\n", "", `field name is missing`},
+	}
+	base := strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1)
+	for _, c := range cases {
+		text := strings.Replace(base, c.edit, c.old, 1)
+		if text == base {
+			t.Fatalf("edit %q did not apply", c.edit)
+		}
+		_, err := Parse("x.yaml", []byte(text))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "x.yaml: ") {
+			t.Errorf("%s: got %v, want %q", c.old, err, c.want)
+		}
+	}
+}
+
+func TestExpectationMet(t *testing.T) {
+	e := Expectation{Verdict: checker.Valid, Some: []string{"ok_in_faults"}, None: []string{"overruns"}}
+	r := &checker.Result{Valid: checker.Valid}
+	r.Stats.OKInFaults = 3
+	if miss := e.Met(r); len(miss) != 0 {
+		t.Errorf("met run: %v", miss)
+	}
+	r.Stats.OKInFaults, r.OverrunCount, r.Valid = 0, 2, checker.Invalid
+	if miss := e.Met(r); len(miss) != 3 {
+		t.Errorf("missed run: %v", miss)
 	}
 }

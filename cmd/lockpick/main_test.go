@@ -47,6 +47,12 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"run", "--ttl", "banana", "--store", store},
 		{"run", "--store", "/proc/version/store"},
 		{"check", t.TempDir()},
+		{"run", "testdata/bad-field.yaml", "--store", store},
+		{"run", "../../scenarios/single-none.yaml", "--lock", "redlock", "--store", store},
+		{"run", "--nemesis", "restart:speed=9", "--store", store},
+		{"scenario", "nope"},
+		{"matrix", "--locks", "single,etcd", "--store", store},
+		{"matrix", "--nemeses", "clock:target=nowhere", "--store", store},
 	}
 	for _, args := range cases {
 		var stderr bytes.Buffer
@@ -154,4 +160,60 @@ func nodesUnder(root string) int {
 		n++
 	}
 	return n
+}
+
+// A scenario file runs end to end, and its exit code says whether the expectation was met.
+func TestRunScenarioFileAndMatrix(t *testing.T) {
+	bin := build(t)
+	store := t.TempDir()
+	file := filepath.Join(t.TempDir(), "s.yaml")
+	write := func(expect string) {
+		text := "name: s\nwhy: test\nlock: single\nclients: 3\nttl: 500ms\ntime_limit: 2s\nrecovery: 200ms\nseed: 3\nnemeses: [none]\nexpect: " + expect + "\n"
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("valid")
+	out, err := exec.Command(bin, "run", file, "--store", store).CombinedOutput()
+	if code := exitCode(err); code != 0 || !strings.Contains(string(out), "expected valid: met") {
+		t.Fatalf("met expectation: exit %d\n%s", code, out)
+	}
+	write("invalid")
+	out, err = exec.Command(bin, "run", file, "--store", store, "--seed", "4").CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "NOT MET: verdict valid, expected invalid") {
+		t.Fatalf("missed expectation: exit %d\n%s", code, out)
+	}
+	var cfg struct {
+		Seed uint64 `json:"seed"`
+	}
+	data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+	if err != nil || json.Unmarshal(data, &cfg) != nil || cfg.Seed != 4 {
+		t.Errorf("--seed did not override the file's seed: %s %v", data, err)
+	}
+
+	out, err = exec.Command(bin, "matrix", "--locks", "single", "--nemeses", "none", "--seeds", "2", "--ttl", "500ms",
+		"--time-limit", "1s", "--recovery", "200ms", "--clients", "3", "--store", store).CombinedOutput()
+	if exitCode(err) != 0 {
+		t.Fatalf("matrix: %v\n%s", err, out)
+	}
+	cards, _ := filepath.Glob(filepath.Join(store, "matrix", "*", "report.json"))
+	if len(cards) != 1 {
+		t.Fatalf("report cards: %v\n%s", cards, out)
+	}
+	var card struct {
+		Cells []struct {
+			Lock, Nemesis string
+			Runs          []struct {
+				Seed    uint64
+				Verdict string
+			}
+		}
+	}
+	data, _ = os.ReadFile(cards[0])
+	if err := json.Unmarshal(data, &card); err != nil || len(card.Cells) != 1 || len(card.Cells[0].Runs) != 2 || card.Cells[0].Runs[1].Seed != 2 || card.Cells[0].Runs[0].Verdict != "valid" {
+		t.Errorf("report card %s: %v", data, err)
+	}
+	if md, err := os.ReadFile(filepath.Join(filepath.Dir(cards[0]), "report.md")); err != nil || !strings.Contains(string(md), "| single | `none` | 2/2 valid |") {
+		t.Errorf("report.md: %s %v", md, err)
+	}
 }

@@ -6,26 +6,38 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
 func newRunCmd() *cobra.Command {
 	var cfg harness.Config
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, checkTimeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run a lock under a nemesis and check the history",
+		Use:   "run [SCENARIO.yaml]",
+		Short: "Run a lock under nemeses and check the history",
+		Long: `run starts a cluster, drives the clients through the lock while the nemeses inject faults,
+and checks the history. It exits 0 valid, 1 invalid, 2 unknown, 255 when the run could not start.
+
+Given a scenario file, run takes everything from the file (only --seed, --time-limit and --store
+may change it) and exits 0 when the run showed what the file expects, 1 when it did not.`,
 		Example: `  lockpick run --lock redlock --nemesis restart --time-limit 60s --seed 1
-  lockpick run --lock single --nemesis none --clients 20 --keys 2 --ttl 1s`,
-		Args: cobra.NoArgs,
+  lockpick run --lock redlock --nemesis partition:kind=client-minority,clock:target=majority
+  lockpick run scenarios/redlock-restart.yaml --seed 3`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return runFile(cmd, args[0])
+			}
 			cfg.TTL, cfg.TimeLimit, cfg.Recovery = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery)
 			cfg.Interval, cfg.RestartDelay, cfg.NodeTimeout = harness.Duration(interval), harness.Duration(restartDelay), harness.Duration(nodeTimeout)
 			cfg.HoldMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(checkTimeout)
@@ -33,7 +45,7 @@ func newRunCmd() *cobra.Command {
 				cfg.Seed = randomSeed()
 			}
 			cfg.Revision = revision
-			cfg.Command = os.Args
+			cfg.Command = cmdLine()
 			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 			if err != nil {
 				return err
@@ -74,6 +86,44 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	return cmd
 }
+
+// runFile runs a scenario file; only flags that do not change what it tests may be given with it.
+func runFile(cmd *cobra.Command, file string) error {
+	var bad []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "seed", "time-limit", "store":
+		default:
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --time-limit and --store apply)", strings.Join(bad, ", "), file)
+	}
+	s, err := scenarios.Load(file)
+	if err != nil {
+		return err
+	}
+	o := scenarioOverrides{}
+	o.store, _ = cmd.Flags().GetString("store")
+	if cmd.Flags().Changed("time-limit") {
+		o.timeLimit, _ = cmd.Flags().GetDuration("time-limit")
+	}
+	if cmd.Flags().Changed("seed") {
+		seed, _ := cmd.Flags().GetUint64("seed")
+		o.seed = &seed
+	}
+	met, err := runScenario(cmd, s, o)
+	if err != nil {
+		return err
+	}
+	if !met {
+		return exitError{1}
+	}
+	return nil
+}
+
+func cmdLine() []string { return os.Args }
 
 // randomSeed picks a seed for a run that was given none; it is printed and stored with the run.
 func randomSeed() uint64 { return rand.Uint64() >> 1 }

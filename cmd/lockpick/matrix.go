@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/scenarios"
+)
+
+func newMatrixCmd() *cobra.Command {
+	var lockList string
+	var nemeses []string
+	var seeds int
+	var firstSeed uint64
+	var base harness.Config
+	var ttl, timeLimit, recovery, interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "matrix",
+		Short: "Run every lock under every nemesis with several seeds and write a report card",
+		Long: `matrix runs each cell (a lock under one --nemeses value) once per seed, one run at a time,
+and writes a report card, report.md and report.json, into store/matrix/<timestamp>: per cell the
+verdicts, the number of violations, the time to the first violation, and availability.
+
+--nemeses takes one cell per value; repeat the flag for more cells, and compose nemeses inside a
+cell with commas: --nemeses restart --nemeses partition:kind=client-minority,clock.
+It exits 0 when every run could be checked, 255 when a run could not start or crashed.`,
+		Example: `  lockpick matrix --locks single,redlock --nemeses none --nemeses restart --nemeses clock:target=majority --seeds 3`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w := cmd.OutOrStdout()
+			lockNames := strings.Split(lockList, ",")
+			for _, l := range lockNames {
+				if err := locks.Validate(l); err != nil {
+					return fmt.Errorf("--locks: %w", err)
+				}
+			}
+			if len(nemeses) == 0 {
+				nemeses = []string{"none"}
+			}
+			if seeds < 1 {
+				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
+			}
+			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
+			base.Revision, base.Command = revision, cmdLine()
+			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
+			var cells []*results.Cell
+			for _, l := range lockNames {
+				for _, n := range nemeses {
+					cfg := base
+					cfg.Lock, cfg.Nemesis = l, n
+					if err := cfg.Resolve(); err != nil {
+						return err
+					}
+					cells = append(cells, &results.Cell{Lock: l, Nemesis: cfg.Nemesis, Expected: expectedFor(l, cfg.Nemesis, cfg.Persistence)})
+				}
+			}
+			started := time.Now()
+			dir, err := results.NewRunDir(base.Store, "matrix", started)
+			if err != nil {
+				return err
+			}
+			card := &results.Card{Started: started, Revision: revision, Command: cmdLine(), Settings: map[string]string{
+				"ttl": ttl.String(), "time limit": timeLimit.String(), "clients": fmt.Sprint(base.Clients),
+				"keys": fmt.Sprint(base.Keys), "client groups": fmt.Sprint(base.ClientGroups), "fault interval": interval.String(),
+			}}
+			card.Cells = cells
+			crashed := false
+			for _, c := range cells {
+				for s := range seeds {
+					seed := firstSeed + uint64(s)
+					cfg := base
+					cfg.Lock, cfg.Nemesis, cfg.Seed = c.Lock, c.Nemesis, seed
+					cfg.Name = "matrix-" + c.Lock + "-" + nemesisSlug(c.Nemesis)
+					fmt.Fprintf(w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, seed)
+					out, err := harness.Run(cmd.Context(), cfg, progressWriter())
+					if err != nil {
+						crashed = true
+						c.Runs = append(c.Runs, &results.CellRun{Seed: seed, Error: err.Error(), FirstViolation: -1})
+						fmt.Fprintf(w, "could not run: %v\n", err)
+					} else {
+						r := results.NewCellRun(seed, out.Dir, out.Result)
+						c.Runs = append(c.Runs, r)
+						fmt.Fprintf(w, "%s, %d violations\n", r.Verdict, r.Violations)
+					}
+					// The card is rewritten after every run, so an interrupted matrix keeps what it did.
+					if err := results.WriteCard(dir, card); err != nil {
+						return err
+					}
+					if cmd.Context().Err() != nil {
+						return fmt.Errorf("interrupted; partial report card in %s", dir)
+					}
+				}
+			}
+			fmt.Fprintf(w, "\n")
+			for _, c := range cells {
+				fmt.Fprintf(w, "%-8s %-40s %s\n", c.Lock, c.Nemesis, c.Tally())
+			}
+			fmt.Fprintf(w, "report card: %s, %s (%v)\n", filepath.Join(dir, results.CardMarkdown), filepath.Join(dir, results.CardJSON), time.Since(started).Round(time.Second))
+			if crashed {
+				return exitError{255}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&lockList, "locks", "single,redlock", fmt.Sprintf("locks to run, comma-separated: %v", locks.Names()))
+	f.StringArrayVar(&nemeses, "nemeses", nil, fmt.Sprintf("one cell's nemeses; repeat for more cells (default none): %v", nemesis.Names()))
+	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
+	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
+	f.IntVar(&base.Clients, "clients", 10, "concurrent client processes")
+	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
+	f.IntVar(&base.Keys, "keys", 1, "lock keys the clients contend for")
+	f.StringVar(&base.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
+	f.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL each acquire asks for")
+	f.DurationVar(&timeLimit, "time-limit", 30*time.Second, "length of each run's fault phase")
+	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
+	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
+	f.StringVar(&base.Store, "store", "store", "directory of the run store")
+	return cmd
+}
+
+// expectedFor is the verdict the built-in scenario of this lock and nemeses expects, if there is one.
+func expectedFor(lock, nem, persistence string) string {
+	all, err := scenarios.All()
+	if err != nil {
+		return ""
+	}
+	for _, s := range all {
+		p := s.Config.Persistence
+		if p == "" {
+			p = "none"
+		}
+		if s.Config.Lock == lock && s.Config.Nemesis == nem && p == persistence {
+			return s.Expect.Verdict.String()
+		}
+	}
+	return ""
+}
+
+func nemesisSlug(n string) string {
+	return strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(n)
+}

@@ -1,0 +1,341 @@
+package scenarios
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/nemesis"
+)
+
+// Expectation is what a scenario must show: a verdict, and optionally findings that must be present
+// (Some) or absent (None), named as in Findings.
+type Expectation struct {
+	Verdict checker.Verdict `json:"verdict"`
+	Some    []string        `json:"some,omitempty"`
+	None    []string        `json:"none,omitempty"`
+}
+
+func (e Expectation) String() string {
+	s := e.Verdict.String()
+	if len(e.Some) > 0 {
+		s += ", some " + strings.Join(e.Some, ", ")
+	}
+	if len(e.None) > 0 {
+		s += ", no " + strings.Join(e.None, ", ")
+	}
+	return s
+}
+
+// Findings are the counts an expectation can name, read off a checked run.
+func Findings() map[string]func(*checker.Result) int {
+	return map[string]func(*checker.Result) int{
+		// violations: pairs of holds of one key that overlapped.
+		"violations": func(r *checker.Result) int { return r.ViolationCount },
+		// overruns: protected work that went on past the lease's deadline.
+		"overruns": func(r *checker.Result) int { return r.OverrunCount },
+		// ok_in_faults: leases granted while a fault was in effect (the lock stayed available).
+		"ok_in_faults": func(r *checker.Result) int { return r.Stats.OKInFaults },
+		// ok_acquires: leases granted at all.
+		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
+	}
+}
+
+func findingNames() []string {
+	var names []string
+	for n := range Findings() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Met compares a checked run with the expectation and says what differs; empty means met.
+func (e Expectation) Met(r *checker.Result) []string {
+	var miss []string
+	if r.Valid != e.Verdict {
+		miss = append(miss, fmt.Sprintf("verdict %s, expected %s", r.Valid, e.Verdict))
+	}
+	f := Findings()
+	for _, n := range e.Some {
+		if v := f[n](r); v == 0 {
+			miss = append(miss, fmt.Sprintf("no %s, expected some", n))
+		}
+	}
+	for _, n := range e.None {
+		if v := f[n](r); v != 0 {
+			miss = append(miss, fmt.Sprintf("%d %s, expected none", v, n))
+		}
+	}
+	return miss
+}
+
+// fields are the top-level keys of a scenario file, each with how it is read into the scenario.
+var fieldDocs = []string{"name", "why", "lock", "nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "seed", "nemeses", "expect"}
+
+// Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
+func Parse(file string, data []byte) (Scenario, error) {
+	s, err := parse(data)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("%s: %w", file, err)
+	}
+	s.File = file
+	return s, nil
+}
+
+// Load reads a scenario file from disk.
+func Load(path string) (Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("read scenario: %w", err)
+	}
+	return Parse(path, data)
+}
+
+func parse(data []byte) (Scenario, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return Scenario{}, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return Scenario{}, errors.New("a scenario file is a mapping of fields (name: ..., lock: ..., expect: ...)")
+	}
+	root := doc.Content[0]
+	var s Scenario
+	c := &s.Config
+	seen := map[string]bool{}
+	var specs []nemesis.Spec
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		at := func(err error) error {
+			if strings.HasPrefix(err.Error(), "line ") {
+				return fmt.Errorf("%s: %w", k.Value, err)
+			}
+			return fmt.Errorf("line %d: %s: %w", k.Line, k.Value, err)
+		}
+		if seen[k.Value] {
+			return s, at(errors.New("given twice"))
+		}
+		seen[k.Value] = true
+		var err error
+		switch k.Value {
+		case "name":
+			s.Name, err = str(v)
+		case "why":
+			s.Why, err = str(v)
+		case "lock":
+			c.Lock, err = str(v)
+		case "persistence":
+			c.Persistence, err = str(v)
+		case "nodes":
+			c.Nodes, err = integer(v)
+		case "clients":
+			c.Clients, err = integer(v)
+		case "client_groups":
+			c.ClientGroups, err = integer(v)
+		case "keys":
+			c.Keys, err = integer(v)
+		case "ttl":
+			c.TTL, err = duration(v)
+		case "time_limit":
+			c.TimeLimit, err = duration(v)
+		case "recovery":
+			c.Recovery, err = duration(v)
+		case "interval":
+			c.Interval, err = duration(v)
+		case "restart_delay":
+			c.RestartDelay, err = duration(v)
+		case "node_timeout":
+			c.NodeTimeout, err = duration(v)
+		case "hold_max":
+			c.HoldMax, err = duration(v)
+		case "seed":
+			var n int
+			n, err = integer(v)
+			c.Seed = uint64(n)
+		case "nemeses":
+			specs, err = nemeses(v)
+		case "expect":
+			s.Expect, err = expectation(v)
+		default:
+			err = fmt.Errorf("unknown field: use one of %s", strings.Join(fieldDocs, ", "))
+		}
+		if err != nil {
+			return s, at(err)
+		}
+	}
+	for _, req := range []string{"name", "lock", "ttl", "time_limit", "clients", "expect"} {
+		if !seen[req] {
+			return s, fmt.Errorf("field %s is missing", req)
+		}
+	}
+	if !seen["keys"] {
+		c.Keys = 1
+	}
+	if !seen["recovery"] {
+		c.Recovery = harness.Duration(5 * time.Second)
+	}
+	c.Nemesis = nemesis.JoinSpecs(specs)
+	check := *c
+	if err := check.Resolve(); err != nil {
+		return s, fieldError(err)
+	}
+	return s, nil
+}
+
+// flagName finds the flag an error of Config.Resolve names, to say the file's field instead.
+var flagName = regexp.MustCompile(`^--([a-z-]+)`)
+
+func fieldError(err error) error {
+	msg := err.Error()
+	if m := flagName.FindStringSubmatch(msg); m != nil {
+		field := strings.ReplaceAll(m[1], "-", "_")
+		if field == "nemesis" {
+			field = "nemeses"
+		}
+		return fmt.Errorf("%s%s", field, strings.TrimPrefix(msg, m[0]))
+	}
+	return err
+}
+
+func str(v *yaml.Node) (string, error) {
+	if v.Kind != yaml.ScalarNode || v.Value == "" {
+		return "", errors.New("must be a non-empty text")
+	}
+	return v.Value, nil
+}
+
+func integer(v *yaml.Node) (int, error) {
+	n, err := strconv.Atoi(v.Value)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		return 0, fmt.Errorf("must be a whole number, got %q", v.Value)
+	}
+	return n, nil
+}
+
+func duration(v *yaml.Node) (harness.Duration, error) {
+	d, err := time.ParseDuration(v.Value)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		return 0, fmt.Errorf("must be a duration such as 2s or 500ms, got %q", v.Value)
+	}
+	return harness.Duration(d), nil
+}
+
+// nemeses reads a list of nemeses, each a mapping with a name and its parameters:
+//
+//	nemeses:
+//	  - name: clock
+//	    target: majority
+//	    jump: forward
+func nemeses(v *yaml.Node) ([]nemesis.Spec, error) {
+	if v.Kind != yaml.SequenceNode {
+		return nil, errors.New("must be a list of nemeses, each with a name (- name: restart)")
+	}
+	var specs []nemesis.Spec
+	for _, item := range v.Content {
+		if item.Kind == yaml.ScalarNode {
+			item = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "name"}, item}}
+		}
+		if item.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("line %d: a nemesis is a name or a mapping with a name and its parameters", item.Line)
+		}
+		var spec nemesis.Spec
+		for i := 0; i+1 < len(item.Content); i += 2 {
+			k, val := item.Content[i], item.Content[i+1]
+			if val.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: nemesis parameter %s must be a single value", k.Line, k.Value)
+			}
+			if k.Value == "name" {
+				spec.Name = val.Value
+				continue
+			}
+			if spec.Params == nil {
+				spec.Params = map[string]string{}
+			}
+			spec.Params[k.Value] = val.Value
+		}
+		if err := nemesis.Validate(spec.Name); err != nil {
+			return nil, fmt.Errorf("line %d: %w", item.Line, err)
+		}
+		specs = append(specs, spec)
+	}
+	// The text form goes through the same checks as --nemesis (duplicates, "none").
+	joined := nemesis.JoinSpecs(specs)
+	if _, err := nemesis.ParseSpecs(joined); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}
+
+// expectation reads "expect: invalid" or a mapping with a verdict and findings:
+//
+//	expect:
+//	  verdict: valid
+//	  some: [ok_in_faults]
+//	  none: [overruns]
+func expectation(v *yaml.Node) (Expectation, error) {
+	var e Expectation
+	verdict := func(n *yaml.Node) error {
+		switch n.Value {
+		case "valid":
+			e.Verdict = checker.Valid
+		case "invalid":
+			e.Verdict = checker.Invalid
+		default:
+			return fmt.Errorf("verdict %q: use valid or invalid", n.Value)
+		}
+		return nil
+	}
+	if v.Kind == yaml.ScalarNode {
+		return e, verdict(v)
+	}
+	if v.Kind != yaml.MappingNode {
+		return e, errors.New("must be valid, invalid, or a mapping with verdict, some and none")
+	}
+	findings := Findings()
+	list := func(n *yaml.Node) ([]string, error) {
+		if n.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("must be a list, for example [%s]", findingNames()[0])
+		}
+		var out []string
+		for _, x := range n.Content {
+			if _, ok := findings[x.Value]; !ok {
+				return nil, fmt.Errorf("unknown finding %q: use %s", x.Value, strings.Join(findingNames(), ", "))
+			}
+			out = append(out, x.Value)
+		}
+		return out, nil
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		var err error
+		switch k.Value {
+		case "verdict":
+			err = verdict(val)
+		case "some":
+			e.Some, err = list(val)
+		case "none":
+			e.None, err = list(val)
+		default:
+			err = errors.New("unknown field: use verdict, some, none")
+		}
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", k.Value, err)
+		}
+	}
+	if e.Verdict == checker.Unknown {
+		return e, errors.New("verdict is missing: use valid or invalid")
+	}
+	return e, nil
+}
