@@ -121,4 +121,3 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
 	return cmd
 }
-
