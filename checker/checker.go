@@ -147,6 +147,7 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 		r.Faults = []FaultWindow{}
 	}
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
+	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
 
 	// Step 7: what Visualize needs.
 	budget := time.Duration(0)

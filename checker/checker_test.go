@@ -299,6 +299,21 @@ func TestFaultWindows(t *testing.T) {
 	if r.Stats.OKInFaults != 2 || r.Stats.OKOutsideFaults != 1 {
 		t.Errorf("ok acquires in/out of faults: %d/%d, want 2/1", r.Stats.OKInFaults, r.Stats.OKOutsideFaults)
 	}
+	if g := r.Faults[0]; g.Applied != 110*ms || g.Lifted != 300*ms {
+		t.Errorf("restart window certain from %d to %d, want 110ms to 300ms", g.Applied, g.Lifted)
+	}
+	if r.Stats.OKWhollyInFaults != 2 {
+		t.Errorf("ok acquires wholly in faults: %d, want 2", r.Stats.OKWhollyInFaults)
+	}
+	// An acquire invoked before the fault took effect may have slipped through before it.
+	early := (&hist{}).
+		acquire(0, "k", 100, 120, history.OK, "a", 2000).
+		release(0, "k", "a", 130, 140).
+		nemesis("cut", "partition", history.EffectFault, []string{"n1"}, 105, 110).
+		nemesis("heal", "partition", history.EffectHeal, nil, 200, 210)
+	if r := mustCheck(t, early.events()); r.Stats.OKInFaults != 1 || r.Stats.OKWhollyInFaults != 0 {
+		t.Errorf("acquire invoked before the fault: in %d, wholly %d; want 1, 0", r.Stats.OKInFaults, r.Stats.OKWhollyInFaults)
+	}
 }
 
 func TestEmptyHistoryIsValidWithANote(t *testing.T) {

@@ -105,6 +105,10 @@ type FaultWindow struct {
 	Nodes []string `json:"nodes,omitempty"`
 	Start int64    `json:"start"`
 	End   int64    `json:"end"`
+	// Applied is when the fault operation completed, Lifted when the heal that ended it began: between
+	// the two the fault was certainly in effect.
+	Applied int64 `json:"applied"`
+	Lifted  int64 `json:"lifted"`
 	// Healed is false when the history ended before every node was healed.
 	Healed      bool   `json:"healed"`
 	Description string `json:"description"`
@@ -149,6 +153,10 @@ type Stats struct {
 	// OKInFaults and OKOutsideFaults split ok acquires by whether they completed inside a fault window.
 	OKInFaults      int `json:"ok_in_faults"`
 	OKOutsideFaults int `json:"ok_outside_faults"`
+	// OKWhollyInFaults counts ok acquires invoked and completed while one fault was certainly in
+	// effect (between its Applied and Lifted): leases granted despite that fault, with no chance that
+	// the request slipped through before the fault began.
+	OKWhollyInFaults int `json:"ok_wholly_in_faults"`
 }
 
 // Summary renders the result as a short human-readable text.
@@ -191,7 +199,7 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info)
 	fmt.Fprintf(&b, "acquire latency ok: p50 %.2fms p90 %.2fms p99 %.2fms max %.2fms; all: p50 %.2fms p99 %.2fms max %.2fms\n",
 		s.LatencyOK.P50, s.LatencyOK.P90, s.LatencyOK.P99, s.LatencyOK.Max, s.LatencyAll.P50, s.LatencyAll.P99, s.LatencyAll.Max)
-	fmt.Fprintf(&b, "fault windows: %d; ok acquires inside faults: %d, outside: %d\n", len(r.Faults), s.OKInFaults, s.OKOutsideFaults)
+	fmt.Fprintf(&b, "fault windows: %d; ok acquires inside faults: %d (%d asked and granted while a fault was surely in effect), outside: %d\n", len(r.Faults), s.OKInFaults, s.OKWhollyInFaults, s.OKOutsideFaults)
 	for i, f := range r.Faults {
 		if i == show {
 			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Faults)-show)

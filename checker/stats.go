@@ -22,6 +22,7 @@ func faultWindows(events []history.Event, p *parsed) []FaultWindow {
 		node   string
 		healed bool
 		at     int64
+		lifted int64
 	}
 	var wins []FaultWindow
 	var targets []target
@@ -55,7 +56,11 @@ func faultWindows(events []history.Event, p *parsed) []FaultWindow {
 		switch effect {
 		case history.EffectFault:
 			w := len(wins)
-			wins = append(wins, FaultWindow{Fault: fault, F: f, Nodes: nodes, Start: inv.Time, End: p.last})
+			applied := inv.Time
+			if comp != nil {
+				applied = comp.Time
+			}
+			wins = append(wins, FaultWindow{Fault: fault, F: f, Nodes: nodes, Start: inv.Time, End: p.last, Applied: applied})
 			if len(nodes) == 0 {
 				targets = append(targets, target{win: w})
 			}
@@ -72,7 +77,7 @@ func faultWindows(events []history.Event, p *parsed) []FaultWindow {
 					continue
 				}
 				if len(nodes) == 0 || t.node == "" || slices.Contains(nodes, t.node) {
-					t.healed, t.at = true, comp.Time
+					t.healed, t.at, t.lifted = true, comp.Time, inv.Time
 				}
 			}
 		}
@@ -80,24 +85,45 @@ func faultWindows(events []history.Event, p *parsed) []FaultWindow {
 	// A window ends when its last node is healed; an unhealed node keeps it open to the end.
 	healed := make([]bool, len(wins))
 	end := make([]int64, len(wins))
+	lifted := make([]int64, len(wins))
 	for i := range wins {
 		healed[i] = true
 	}
 	for _, t := range targets {
 		if !t.healed {
 			healed[t.win] = false
-		} else if t.at > end[t.win] {
-			end[t.win] = t.at
+		} else {
+			end[t.win] = max(end[t.win], t.at)
+			lifted[t.win] = max(lifted[t.win], t.lifted)
 		}
 	}
 	for i := range wins {
 		wins[i].Healed = healed[i]
+		wins[i].Lifted = p.last
 		if healed[i] {
 			wins[i].End = end[i]
+			// Some of the fault lasts until its last heal begins.
+			wins[i].Lifted = max(wins[i].Applied, lifted[i])
 		}
 		wins[i].Description = wins[i].describe()
 	}
 	return wins
+}
+
+// whollyInFaults counts ok acquires whose invoke and completion both fell while one fault was
+// certainly in effect.
+func whollyInFaults(holds []hold, wins []FaultWindow) int {
+	n := 0
+	for i := range holds {
+		h := &holds[i]
+		for _, w := range wins {
+			if h.Invoke >= w.Applied && h.Start <= w.Lifted {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // faultSplit counts ok acquires that completed inside any fault window and outside all of them.

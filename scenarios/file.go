@@ -46,6 +46,8 @@ func Findings() map[string]func(*checker.Result) int {
 		"overruns": func(r *checker.Result) int { return r.OverrunCount },
 		// ok_in_faults: leases granted while a fault was in effect (the lock stayed available).
 		"ok_in_faults": func(r *checker.Result) int { return r.Stats.OKInFaults },
+		// ok_wholly_in_faults: leases asked for and granted while a fault was certainly in effect.
+		"ok_wholly_in_faults": func(r *checker.Result) int { return r.Stats.OKWhollyInFaults },
 		// ok_acquires: leases granted at all.
 		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
 	}
