@@ -153,6 +153,9 @@ func (c *Config) Resolve() error {
 	}
 	if c.Name == "" {
 		c.Name = c.Lock + "-" + strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(c.Nemesis)
+		if c.Persistence != string(clusters.PersistNone) {
+			c.Name += "-" + c.Persistence
+		}
 	}
 	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
 	// run before any node starts.
