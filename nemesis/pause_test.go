@@ -4,8 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
@@ -213,5 +216,59 @@ func TestPauseOnRealNodes(t *testing.T) {
 	}
 	if len(evs) != 4 || evs[2].F != "cont" || !reflect.DeepEqual(evs[2].Nodes, []string{"n1", "n2"}) {
 		t.Fatalf("history %+v", evs)
+	}
+}
+
+// Lock-aware targets are chosen when the fault starts, from the lease the nodes hold; the heal
+// names what was hit, and no lease of the wanted shape skips the fault.
+func TestLockAwareResolve(t *testing.T) {
+	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 5, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	env := netEnv(fiveNodes, []string{"c1", "c2"})
+	env.Cluster = c
+	env.TTL = 300 * time.Millisecond
+	env.Admin = map[string]*redis.Client{}
+	for _, nd := range c.Nodes() {
+		env.Admin[nd.Name] = nd.Admin()
+		defer env.Admin[nd.Name].Close()
+	}
+	ctx := context.Background()
+	lat := build(t, "latency:target=holder-majority", env).(*Latency)
+	lat.Plan(Seed(1, "latency"), time.Minute)
+	// No lease: the fault is skipped.
+	if op, err := lat.Resolve(ctx, Op{F: LatencySteady, Effect: history.EffectFault}); err != nil || len(op.Nodes) != 0 {
+		t.Fatalf("without a lease: %v %v", op, err)
+	}
+	holders := []string{"n2", "n3", "n5"}
+	for _, n := range holders {
+		if err := env.Admin[n].Set(ctx, "k", "lease", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op, err := lat.Resolve(ctx, Op{F: LatencySteady, Effect: history.EffectFault})
+	if err != nil || !reflect.DeepEqual(op.Nodes, holders) || op.F != "steady c1/n2,n3,n5 c2/n2,n3,n5" {
+		t.Fatalf("holder-majority resolved to %+v, %v", op, err)
+	}
+	p := build(t, "pause:target=holder-one", env).(*Pause)
+	p.Plan(Seed(1, "pause"), time.Minute)
+	op, err = p.Resolve(ctx, Op{F: "stop", Effect: history.EffectFault})
+	if err != nil || len(op.Nodes) != 1 || !slices.Contains(holders, op.Nodes[0]) {
+		t.Fatalf("holder-one resolved to %+v, %v", op, err)
+	}
+	if err := p.Apply(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	heal, err := p.Resolve(ctx, Op{F: "cont", Effect: history.EffectHeal})
+	if err != nil || !reflect.DeepEqual(heal.Nodes, op.Nodes) {
+		t.Fatalf("heal resolved to %+v, %v", heal, err)
+	}
+	if err := p.Apply(ctx, heal); err != nil {
+		t.Fatal(err)
+	}
+	if p.Healing() != nil {
+		t.Fatalf("left to heal: %v", p.Healing())
 	}
 }
