@@ -47,6 +47,17 @@ const (
 	ModeLoseReply = "lose-reply"
 )
 
+// partitionMinNodes is the least cluster in which a kind cuts anything a client can notice.
+func partitionMinNodes(kind string) int {
+	switch kind {
+	case PartBridge:
+		return 3
+	case PartHalves:
+		return 2
+	}
+	return 1
+}
+
 // PartitionModes lists the partition modes.
 func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply} }
 
@@ -69,7 +80,15 @@ type Partition struct {
 
 func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, toxics: toxicSet{links: env.Links}}
-	n.Kinds = p.Choices("kind", PartitionKinds(), PartitionKinds()...)
+	// The default draws among the kinds that make sense for the cluster's size; a kind asked for by
+	// name that does not is an error.
+	var kinds []string
+	for _, k := range PartitionKinds() {
+		if len(env.Nodes) >= partitionMinNodes(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	n.Kinds = p.Choices("kind", kinds, PartitionKinds()...)
 	n.Mode = p.Choice("mode", ModeDrop, PartitionModes()...)
 	n.Group = p.Choice("group", "", env.Groups...)
 	n.Duration = p.Duration("duration", 2*env.TTL)
@@ -84,8 +103,8 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 		return nil, fmt.Errorf("needs at least one client group and one node")
 	}
 	for _, k := range n.Kinds {
-		if (k == PartBridge && len(env.Nodes) < 3) || (k == PartHalves && len(env.Nodes) < 2) {
-			return nil, fmt.Errorf("kind=%s needs at least %d nodes, the cluster has %d: use kind=%s", k, map[string]int{PartBridge: 3, PartHalves: 2}[k], len(env.Nodes), PartClientMajority)
+		if len(env.Nodes) < partitionMinNodes(k) {
+			return nil, fmt.Errorf("kind=%s needs at least %d nodes, the cluster has %d: use kind=%s", k, partitionMinNodes(k), len(env.Nodes), PartClientMajority)
 		}
 	}
 	return n, nil

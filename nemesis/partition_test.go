@@ -302,3 +302,11 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 		})
 	}
 }
+
+// On one node the default draws only the kinds a single node allows.
+func TestPartitionDefaultKindsFitTheCluster(t *testing.T) {
+	n := build(t, "partition", netEnv([]string{"n1"}, []string{"c1"})).(*Partition)
+	if want := []string{PartIsolate, PartClientMinority, PartClientMajority}; !reflect.DeepEqual(n.Kinds, want) {
+		t.Fatalf("kinds %v, want %v", n.Kinds, want)
+	}
+}
