@@ -257,6 +257,9 @@ func builders() map[string]builder {
 		"none":            func(Env, *Params) (Nemesis, error) { return None{}, nil },
 		"restart":         buildRestart(false),
 		"restart-delayed": buildRestart(true),
+		"partition":       buildPartition,
+		"latency":         buildLatency,
+		"pause":           buildPause,
 	}
 }
 

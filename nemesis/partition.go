@@ -1,0 +1,249 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/links"
+)
+
+// Partition kinds: which paths between client groups and nodes a partition cuts.
+const (
+	// PartIsolate cuts every client group from one node.
+	PartIsolate = "isolate"
+	// PartClientMinority cuts one client group from a minority of the nodes.
+	PartClientMinority = "client-minority"
+	// PartClientMajority cuts one client group from a majority of the nodes.
+	PartClientMajority = "client-majority"
+	// PartBridge gives two sets of groups overlapping majorities: with five nodes one side sees n1..n3,
+	// the other n3..n5 (after a random relabelling). With one group, the group sees a bare majority.
+	PartBridge = "bridge"
+	// PartHalves splits groups and nodes into random halves; each group half sees only its node half.
+	// With one group, the group sees a random half of the nodes.
+	PartHalves = "halves"
+)
+
+// PartitionKinds lists the partition kinds.
+func PartitionKinds() []string {
+	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartBridge, PartHalves}
+}
+
+// Partition modes: what a cut path does to traffic.
+const (
+	// ModeDrop: requests and replies vanish, as dropped packets; a request hangs until the client's
+	// node timeout. Toxiproxy's timeout toxic with timeout 0 on both directions.
+	ModeDrop = "drop"
+	// ModeReset: the peer resets; requests fail at once and are not delivered, on open and new
+	// connections alike. Toxiproxy's reset_peer toxic on both directions.
+	ModeReset = "reset"
+	// ModeLoseReply: requests are delivered and the replies lost, so the client cannot know whether
+	// its write landed. A timeout toxic on the downstream (node to client) only.
+	ModeLoseReply = "lose-reply"
+)
+
+// partitionMinNodes is the least cluster in which a kind cuts anything a client can notice.
+func partitionMinNodes(kind string) int {
+	switch kind {
+	case PartBridge:
+		return 3
+	case PartHalves:
+		return 2
+	}
+	return 1
+}
+
+// PartitionModes lists the partition modes.
+func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply} }
+
+// Partition cuts paths between client groups and nodes with toxics on their links. Each fault is
+// one operation "cut c1/n4,n5 c2/n1,n2" (group/nodes it is cut from) whose Nodes are every node cut,
+// healed by "heal" with the same cuts.
+type Partition struct {
+	Nodes  []string
+	Groups []string
+	// Kinds are drawn from for each fault.
+	Kinds []string
+	Mode  string
+	// Group is the group client-minority and client-majority cut; empty draws one per fault.
+	Group    string
+	Duration time.Duration
+	Interval time.Duration
+
+	toxics toxicSet
+}
+
+func buildPartition(env Env, p *Params) (Nemesis, error) {
+	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, toxics: toxicSet{links: env.Links}}
+	// The default draws among the kinds that make sense for the cluster's size; a kind asked for by
+	// name that does not is an error.
+	var kinds []string
+	for _, k := range PartitionKinds() {
+		if len(env.Nodes) >= partitionMinNodes(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	n.Kinds = p.Choices("kind", kinds, PartitionKinds()...)
+	n.Mode = p.Choice("mode", ModeDrop, PartitionModes()...)
+	n.Group = p.Choice("group", "", env.Groups...)
+	n.Duration = p.Duration("duration", 2*env.TTL)
+	n.Interval = p.Duration("interval", env.Interval)
+	if n.Duration <= 0 {
+		return nil, fmt.Errorf("duration must be positive")
+	}
+	if n.Interval <= 0 {
+		return nil, fmt.Errorf("interval must be positive")
+	}
+	if len(env.Groups) == 0 || len(env.Nodes) == 0 {
+		return nil, fmt.Errorf("needs at least one client group and one node")
+	}
+	for _, k := range n.Kinds {
+		if len(env.Nodes) < partitionMinNodes(k) {
+			return nil, fmt.Errorf("kind=%s needs at least %d nodes, the cluster has %d: use kind=%s", k, partitionMinNodes(k), len(env.Nodes), PartClientMajority)
+		}
+	}
+	return n, nil
+}
+
+// Name implements Nemesis.
+func (n *Partition) Name() string { return "partition" }
+
+// Plan implements Nemesis: one partition at a time, each lasting Duration, of a kind drawn from Kinds.
+func (n *Partition) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+		kind := n.Kinds[rng.IntN(len(n.Kinds))]
+		cuts := n.draw(rng, kind)
+		if len(cuts) == 0 {
+			return nil, at
+		}
+		end := at + n.Duration
+		return []Op{opWithCuts(at, "cut", cuts, history.EffectFault), opWithCuts(end, "heal", cuts, history.EffectHeal)}, end
+	})
+}
+
+// draw picks the cuts of one partition of a kind.
+func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
+	cuts := Cuts{}
+	group := func() string {
+		if n.Group != "" {
+			return n.Group
+		}
+		return n.Groups[rng.IntN(len(n.Groups))]
+	}
+	others := func(seen []string) []string {
+		var out []string
+		for _, x := range n.Nodes {
+			if !slices.Contains(seen, x) {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	switch kind {
+	case PartIsolate:
+		node := n.Nodes[rng.IntN(len(n.Nodes))]
+		for _, g := range n.Groups {
+			cuts[g] = []string{node}
+		}
+	case PartClientMinority:
+		cuts[group()] = PickNodes(rng, n.Nodes, TargetMinority)
+	case PartClientMajority:
+		cuts[group()] = PickNodes(rng, n.Nodes, TargetMajority)
+	case PartBridge:
+		perm := rng.Perm(len(n.Nodes))
+		q := len(n.Nodes)/2 + 1
+		a, b := make([]string, q), make([]string, q)
+		for i := range q {
+			a[i] = n.Nodes[perm[i]]
+			b[i] = n.Nodes[perm[len(perm)-q+i]]
+		}
+		if len(n.Groups) == 1 {
+			// One group cannot see two sides at once; it gets what each side of a bridge sees, a bare
+			// majority.
+			cuts[n.Groups[0]] = others(a)
+			break
+		}
+		ga, gb := splitHalves(rng, n.Groups)
+		for _, g := range ga {
+			cuts[g] = others(a)
+		}
+		for _, g := range gb {
+			cuts[g] = others(b)
+		}
+	case PartHalves:
+		na, nb := splitHalves(rng, n.Nodes)
+		if len(n.Groups) == 1 {
+			cuts[n.Groups[0]] = nb
+			break
+		}
+		ga, gb := splitHalves(rng, n.Groups)
+		for _, g := range ga {
+			cuts[g] = nb
+		}
+		for _, g := range gb {
+			cuts[g] = na
+		}
+	}
+	for g, ns := range cuts {
+		if len(ns) == 0 {
+			delete(cuts, g)
+		} else {
+			slices.Sort(ns)
+		}
+	}
+	return cuts
+}
+
+// toxics are the toxics a cut path gets in mode.
+func partitionToxics(mode string) []links.Toxic {
+	cut := func(stream string) links.Toxic {
+		return links.Toxic{Name: "partition-" + stream, Type: "timeout", Stream: stream, Attributes: map[string]any{"timeout": 0}}
+	}
+	switch mode {
+	case ModeReset:
+		return []links.Toxic{
+			{Name: "partition-upstream", Type: "reset_peer", Stream: "upstream", Attributes: map[string]any{"timeout": 0}},
+			{Name: "partition-downstream", Type: "reset_peer", Stream: "downstream", Attributes: map[string]any{"timeout": 0}},
+		}
+	case ModeLoseReply:
+		return []links.Toxic{cut("downstream")}
+	default:
+		return []links.Toxic{cut("upstream"), cut("downstream")}
+	}
+}
+
+// Apply implements Nemesis.
+func (n *Partition) Apply(ctx context.Context, op Op) error {
+	verb, cuts, err := splitVerb(op.F)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range slices.Sorted(maps.Keys(cuts)) {
+		for _, node := range cuts[g] {
+			switch verb {
+			case "cut":
+				errs = append(errs, n.toxics.add(g, node, partitionToxics(n.Mode)))
+			case "heal":
+				errs = append(errs, n.toxics.remove(ctx, g, node))
+			default:
+				return fmt.Errorf("partition nemesis cannot %q", verb)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Healing implements Nemesis: heal every path still cut.
+func (n *Partition) Healing() []Op {
+	cuts := Cuts(n.toxics.inPlace())
+	if len(cuts) == 0 {
+		return nil
+	}
+	return []Op{opWithCuts(0, "heal", cuts, history.EffectHeal)}
+}

@@ -1,0 +1,162 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// Pause lengths relative to the TTL.
+const (
+	PauseBelow  = "below"  // TTL/2: the node's keys outlive the pause
+	PauseAround = "around" // TTL: keys expire about when the node wakes up
+	PauseAbove  = "above"  // 2×TTL: every key the node held has expired when it wakes up
+)
+
+// Pause stops node processes with SIGSTOP ("stop") and continues them with SIGCONT ("cont"). A
+// stopped node keeps its sockets open but answers nothing, like a long GC pause or a frozen VM; on
+// waking it serves the requests that queued up meanwhile.
+type Pause struct {
+	Env    Env
+	Target string
+	// Durations are drawn from for each fault.
+	Durations []time.Duration
+	Interval  time.Duration
+
+	resolve leaseResolver
+	mu      sync.Mutex
+	stopped map[string]bool
+}
+
+func buildPause(env Env, p *Params) (Nemesis, error) {
+	n := &Pause{Env: env, resolve: leaseResolver{env: env}}
+	n.Target = p.Choice("target", TargetOne, TargetKinds()...)
+	n.resolve.target = n.Target
+	n.Interval = p.Duration("interval", env.Interval)
+	named := map[string]time.Duration{PauseBelow: env.TTL / 2, PauseAround: env.TTL, PauseAbove: 2 * env.TTL}
+	n.Durations = []time.Duration{named[PauseBelow], named[PauseAround], named[PauseAbove]}
+	if v, ok := p.get("duration"); ok {
+		if d, ok := named[v]; ok {
+			n.Durations = []time.Duration{d}
+		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			n.Durations = []time.Duration{d}
+		} else {
+			p.fail("duration=%s is not allowed: use one of below (TTL/2), around (TTL), above (2×TTL), or a duration like duration=3s", v)
+		}
+	}
+	if n.Interval <= 0 {
+		return nil, fmt.Errorf("interval must be positive")
+	}
+	return n, nil
+}
+
+// Name implements Nemesis.
+func (n *Pause) Name() string { return "pause" }
+
+// Plan implements Nemesis: one pause at a time. Lock-aware targets are left empty and chosen by
+// Resolve.
+func (n *Pause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	n.resolve.seed(rng)
+	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+		end := at + n.Durations[rng.IntN(len(n.Durations))]
+		var nodes []string
+		if !IsLockAware(n.Target) {
+			nodes = PickNodes(rng, n.Env.Nodes, n.Target)
+		}
+		return []Op{
+			{At: at, F: "stop", Nodes: nodes, Effect: history.EffectFault},
+			{At: end, F: "cont", Nodes: slices.Clone(nodes), Effect: history.EffectHeal},
+		}, end
+	})
+}
+
+// Resolve implements Resolver: a lock-aware pause waits for a lease of the wanted shape and stops its
+// nodes; its heal continues whatever is stopped.
+func (n *Pause) Resolve(ctx context.Context, op Op) (Op, error) {
+	if len(op.Nodes) > 0 {
+		return op, nil
+	}
+	if op.F == "cont" {
+		op.Nodes = n.stoppedNodes()
+		return op, nil
+	}
+	nodes, err := n.resolve.pick(ctx, n.Env.TTL)
+	op.Nodes = nodes
+	return op, err
+}
+
+func (n *Pause) stoppedNodes() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for node, s := range n.stopped {
+		if s {
+			out = append(out, node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Apply implements Nemesis. A node that is down (killed by another nemesis) is neither stopped nor
+// continued: there is no process to signal, and the one that replaces it starts running.
+func (n *Pause) Apply(ctx context.Context, op Op) error {
+	var sig syscall.Signal
+	switch op.F {
+	case "stop":
+		sig = syscall.SIGSTOP
+	case "cont":
+		sig = syscall.SIGCONT
+	default:
+		return fmt.Errorf("pause nemesis cannot %q", op.F)
+	}
+	if n.Env.Cluster == nil {
+		return fmt.Errorf("no cluster to pause")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped == nil {
+		n.stopped = map[string]bool{}
+	}
+	var errs []error
+	for _, node := range op.Nodes {
+		if sig == syscall.SIGSTOP {
+			// Marked before the signal: if the signal lands but reports an error, the heal still
+			// continues the node.
+			n.stopped[node] = true
+		}
+		if !n.Env.Cluster.Running(node) {
+			n.Env.Log.Info("pause: node is down, not signalled", "node", node, "op", op.F)
+			delete(n.stopped, node)
+			continue
+		}
+		if err := n.Env.Cluster.Signal(node, sig); err != nil {
+			if !n.Env.Cluster.Running(node) {
+				// Killed between the check and the signal: nothing left to stop or continue.
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s %s: %w", op.F, node, err))
+			continue
+		}
+		if sig == syscall.SIGCONT {
+			delete(n.stopped, node)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Healing implements Nemesis: continue every node this nemesis stopped.
+func (n *Pause) Healing() []Op {
+	nodes := n.stoppedNodes()
+	if len(nodes) == 0 {
+		return nil
+	}
+	return []Op{{F: "cont", Nodes: nodes, Effect: history.EffectHeal}}
+}
