@@ -103,12 +103,19 @@ func cause(v *Violation) string {
 		return ""
 	}
 	hitBy := map[string][]string{}
-	for _, e := range v.Nemesis {
+	for i, e := range v.Nemesis {
 		if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < first.Invoke || e.Time > second.Start {
 			continue
 		}
 		for _, n := range e.Nodes {
 			what := e.Fault + " " + e.F
+			if off, ok := e.Offsets[n]; ok {
+				// A clock fault says how far it moved this node: "clock bump-forward n3 by +4s (measured +4.001s)".
+				one := e
+				one.Nodes = []string{n}
+				one.Offsets = map[string]int64{n: off}
+				what += " " + describeOffsets(one, completionOf(v.Nemesis, i))
+			}
 			if !slices.Contains(hitBy[n], what) {
 				hitBy[n] = append(hitBy[n], what)
 			}

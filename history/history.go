@@ -61,6 +61,11 @@ type Event struct {
 	// Effect is EffectFault or EffectHeal on nemesis events.
 	Effect string `json:"effect,omitempty"`
 
+	// Offsets are the wall-clock offsets of nodes, in nanoseconds, on clock nemesis events: on the
+	// invoke, the offset each target is being set to; on the completion, the offset measured on each
+	// node afterwards (Redis TIME against the harness clock).
+	Offsets map[string]int64 `json:"offsets,omitempty"`
+
 	Error string `json:"error,omitempty"`
 }
 

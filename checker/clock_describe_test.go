@@ -1,0 +1,30 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+func TestClockFaultsNameTheirOffsets(t *testing.T) {
+	inv := history.Event{Time: 1e9, Type: history.Invoke, Process: history.NemesisProcess, F: "bump-forward", Fault: "clock",
+		Effect: history.EffectFault, Nodes: []string{"n3"}, Offsets: map[string]int64{"n3": 4e9}}
+	done := inv
+	done.Type, done.Time, done.Offsets = history.Info, 1.001e9, map[string]int64{"n3": 4.001e9}
+	v := Violation{
+		A:       HoldInfo{Process: 1, Invoke: 0.5e9, Start: 0.6e9, End: 2e9, Nodes: []string{"n1", "n2", "n3"}},
+		B:       HoldInfo{Process: 2, Invoke: 1.1e9, Start: 1.2e9, End: 2.5e9, Nodes: []string{"n3", "n4", "n5"}},
+		Nemesis: []history.Event{inv, done},
+	}
+	want := "clock bump-forward n3 by +4s (measured +4.001s)"
+	if got := cause(&v); !strings.Contains(got, want) {
+		t.Fatalf("cause %q does not contain %q", got, want)
+	}
+	if got := describeViolation(&v); !strings.Contains(got, "bump-forward n3 by +4s (measured +4.001s) at 1.000s") {
+		t.Fatalf("description %q", got)
+	}
+	if got := formatOffset(-2.5e9); got != "-2.5s" {
+		t.Fatalf("formatOffset: %q", got)
+	}
+}
