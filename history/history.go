@@ -33,6 +33,11 @@ const (
 	EffectHeal  = "heal"
 )
 
+// FResetForward is the heal of a node clock that was behind, stepped back to the real time. It
+// moves the clock forward as a jump does, so every key set while the clock was behind expires that
+// much early; the checker counts it among the faults that can make a node forget a key.
+const FResetForward = "reset-forward"
+
 // NemesisProcess is the process id of the nemesis; client processes are numbered from 0.
 const NemesisProcess = -1
 

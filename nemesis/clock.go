@@ -150,6 +150,10 @@ func (c *Clock) Resolve(ctx context.Context, op Op) (Op, error) {
 			}
 		}
 		op.Nodes = nodes
+		// A step back to the real time moves a clock that is behind forward: the history says so.
+		if c.Reset == ResetStep && slices.ContainsFunc(nodes, func(n string) bool { return c.shifted[n] < 0 }) {
+			op.F = history.FResetForward
+		}
 		return op, nil
 	}
 	if !IsLockAware(c.Target) {
@@ -177,7 +181,7 @@ func (c *Clock) target(f string) time.Duration {
 	if f == FBumpBack {
 		return -c.Offset
 	}
-	if f == FReset {
+	if f == FReset || f == history.FResetForward {
 		return 0
 	}
 	return c.Offset
@@ -196,7 +200,7 @@ func (c *Clock) Apply(ctx context.Context, op Op) error {
 		return c.set(op.Nodes, c.target(op.F))
 	case FStrobe:
 		return c.strobe(ctx, op.Nodes)
-	case FReset:
+	case FReset, history.FResetForward:
 		return c.reset(ctx, op.Nodes)
 	}
 	return fmt.Errorf("clock nemesis cannot %q", op.F)
@@ -296,7 +300,9 @@ func (c *Clock) Healing() []Op {
 	if len(c.shifted) == 0 {
 		return nil
 	}
-	return []Op{{F: FReset, Nodes: slices.Sorted(maps.Keys(c.shifted)), Effect: history.EffectHeal}}
+	op := Op{F: FReset, Nodes: slices.Sorted(maps.Keys(c.shifted)), Effect: history.EffectHeal}
+	op, _ = c.Resolve(context.Background(), op)
+	return []Op{op}
 }
 
 // Annotate implements Annotator: the invoke carries the offsets being set, the completion the
