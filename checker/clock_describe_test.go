@@ -42,8 +42,11 @@ func TestClockFaultsNameTheirOffsets(t *testing.T) {
 		Effect: history.EffectHeal, Nodes: []string{"n3"}, Offsets: map[string]int64{"n3": 0}}
 	v.A.Invoke = 0.5e9
 	v.Nemesis = []history.Event{reset}
-	if got := cause(&v); !strings.Contains(got, "clock reset-forward n3 by +0s") {
+	if got := cause(&v); !strings.Contains(got, "clock reset-forward n3 to +0s") {
 		t.Fatalf("cause %q does not name the forward reset", got)
+	}
+	if got := formatOffset(-0.4e6); got != "+0s" {
+		t.Fatalf("formatOffset: %q", got)
 	}
 	if got := formatOffset(-2.5e9); got != "-2.5s" {
 		t.Fatalf("formatOffset: %q", got)

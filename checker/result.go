@@ -276,7 +276,12 @@ func describeOffsets(e history.Event, done *history.Event) string {
 			parts = append(parts, n)
 			continue
 		}
-		part := n + " by " + formatOffset(set)
+		// A jump moves a clock by its offset; a reset sets it back to (an offset from) the real time.
+		word := " by "
+		if e.Effect == history.EffectHeal {
+			word = " to "
+		}
+		part := n + word + formatOffset(set)
 		if done != nil {
 			if got, ok := done.Offsets[n]; ok {
 				part += " (measured " + formatOffset(got) + ")"
@@ -289,11 +294,12 @@ func describeOffsets(e history.Event, done *history.Event) string {
 
 // formatOffset is a signed clock offset: "+4s", "-2.5s", "+4.001s".
 func formatOffset(ns int64) string {
+	d := time.Duration(ns).Round(time.Millisecond)
 	sign := "+"
-	if ns < 0 {
-		sign, ns = "-", -ns
+	if d < 0 {
+		sign, d = "-", -d
 	}
-	return sign + time.Duration(ns).Round(time.Millisecond).String()
+	return sign + d.String()
 }
 
 // completionOf finds the completion of the nemesis invoke events[i] among the events after it: the

@@ -138,15 +138,22 @@ func cause(v *Violation) string {
 		if done := completionOf(v.Nemesis, i); e.Time < first.Invoke && (done == nil || done.Time < first.Invoke) {
 			continue
 		}
-		for _, n := range e.Nodes {
-			what := e.Fault + " " + e.F
-			if off, ok := e.Offsets[n]; ok {
-				// A clock fault says how far it moved this node: "clock bump-forward n3 by +4s (measured +4.001s)".
-				one := e
-				one.Nodes = []string{n}
-				one.Offsets = map[string]int64{n: off}
-				what += " " + describeOffsets(one, completionOf(v.Nemesis, i))
+		what := e.Fault + " " + e.F
+		if len(e.Offsets) > 0 {
+			// A clock fault says how far it moved the nodes that granted both leases:
+			// "clock bump-forward n3 by +4s (measured +4.001s)".
+			shared := e
+			shared.Nodes = nil
+			for _, n := range e.Nodes {
+				if slices.Contains(first.Nodes, n) && slices.Contains(second.Nodes, n) {
+					shared.Nodes = append(shared.Nodes, n)
+				}
 			}
+			if len(shared.Nodes) > 0 {
+				what += " " + describeOffsets(shared, completionOf(v.Nemesis, i))
+			}
+		}
+		for _, n := range e.Nodes {
 			if !slices.Contains(hitBy[n], what) {
 				hitBy[n] = append(hitBy[n], what)
 			}

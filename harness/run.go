@@ -134,6 +134,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		return nil, &StartError{err}
 	}
 	log.Info("run started", "dir", dir, "lock", cfg.Lock, "nemesis", cfg.Nemesis, "seed", cfg.Seed, "nodes", cfg.Nodes)
+	if shim != "" {
+		log.Info("nodes run with the clock shim", "shim", shim)
+	}
 
 	lockOpts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
 	env := workloads.Env{
