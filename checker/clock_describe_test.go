@@ -37,6 +37,13 @@ func TestClockFaultsNameTheirOffsets(t *testing.T) {
 	if got := cause(&v); !strings.Contains(got, "granted p24's lease and then p9's: "+want) {
 		t.Fatalf("cause %q", got)
 	}
+	// A strobe still running at the end of the overlap (its completion comes later) counts too.
+	strobe := history.Event{Time: 0.1e9, Type: history.Invoke, Process: history.NemesisProcess, F: "strobe", Fault: "clock",
+		Effect: history.EffectFault, Nodes: []string{"n3"}, Offsets: map[string]int64{"n3": 4e9}}
+	v.Nemesis = []history.Event{strobe}
+	if got := cause(&v); !strings.Contains(got, "clock strobe n3 by +4s") {
+		t.Fatalf("cause %q does not name the strobe", got)
+	}
 	// A clock that was behind, stepped back to the real time, moved forward: it counts as a fault.
 	reset := history.Event{Time: 1e9, Type: history.Invoke, Process: history.NemesisProcess, F: history.FResetForward, Fault: "clock",
 		Effect: history.EffectHeal, Nodes: []string{"n3"}, Offsets: map[string]int64{"n3": 0}}

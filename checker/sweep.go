@@ -134,8 +134,9 @@ func cause(v *Violation) string {
 			continue
 		}
 		// A fault takes effect somewhere between its invoke and its completion: one that completed
-		// after the first acquire began may still have removed the key that acquire set.
-		if done := completionOf(v.Nemesis, i); e.Time < first.Invoke && (done == nil || done.Time < first.Invoke) {
+		// after the first acquire began, or had not completed by the end of the overlap (a strobe),
+		// may still have removed the key that acquire set.
+		if done := completionOf(v.Nemesis, i); e.Time < first.Invoke && done != nil && done.Time < first.Invoke {
 			continue
 		}
 		what := e.Fault + " " + e.F
