@@ -36,6 +36,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// LOCKPICK_KEEP=dir keeps the history and node logs for a look with `lockpick check dir`.
 	if keep := os.Getenv("LOCKPICK_KEEP"); keep != "" {
 		dir = keep
 	}
@@ -72,7 +73,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := Env{Clocks: cluster, Cluster: cluster, Nodes: fiveNodes, Links: set, Groups: groups, Admin: admin,
-		Keys: []string{workloads.KeyName(0)}, TTL: ttl, Interval: 2 * time.Second, NodeTimeout: 50 * time.Millisecond, Recorder: rec}
+		Keys: []string{workloads.KeyName(0)}, TTL: ttl, Interval: 2 * time.Second, NodeTimeout: 100 * time.Millisecond, Recorder: rec}
 	spec, _ := ParseSpec("clock:target=holder-one:jump=forward:interval=1s:duration=500ms:wait=1s")
 	nem, err := Build(spec, env)
 	if err != nil {
@@ -97,7 +98,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 			}
 			eps = append(eps, locks.Endpoint{Node: n, Addr: l.Addr})
 		}
-		return locks.New("redlock", eps, locks.Options{NodeTimeout: 50 * time.Millisecond})
+		return locks.New("redlock", eps, locks.Options{NodeTimeout: 100 * time.Millisecond})
 	}}
 	faultCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
