@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +100,14 @@ func TestClockOffsetNeedsShim(t *testing.T) {
 	c := startCluster(t, 1, PersistNone)
 	if err := c.SetClockOffset("n1", time.Second); err == nil {
 		t.Fatal("moved the clock of a node without the shim")
+	}
+}
+
+func TestClockShimWithoutACompilerNamesTheFix(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CC", "")
+	_, err := BuildClockShim(context.Background(), t.TempDir())
+	if !errors.Is(err, ErrNoCompiler) || !strings.Contains(err.Error(), "apt-get install gcc") {
+		t.Fatalf("got %v, want an error naming apt-get install gcc", err)
 	}
 }
