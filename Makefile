@@ -9,7 +9,7 @@ ARGS    ?=
 # One target per scenario file: make redlock-restart runs scenarios/redlock-restart.yaml.
 SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 
-.PHONY: all build deps test vet bench demo scenarios $(SCENARIOS) clean
+.PHONY: all build shim deps test vet bench demo scenarios $(SCENARIOS) clean
 
 all: build
 
@@ -17,14 +17,23 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
-build:
+build: shim
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
+
+# The LD_PRELOAD clock shim the clock nemesis starts nodes with; lockpick finds it beside its binary.
+# (Without it, lockpick compiles the same source, embedded, into the user cache on first use.)
+SHIM := bin/libclockshim.so
+shim: $(SHIM)
+
+$(SHIM): clusters/clockshim/clockshim.c
+	@mkdir -p bin
+	$${CC:-cc} -shared -fPIC -O2 -Wall -o $@ $<
 
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-test: deps vet
+test: deps vet shim
 	$(GO) test -race -count=1 -timeout 14m ./...
 
 # Checker throughput on a generated history of one million operations on one hot key.

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -242,9 +243,9 @@ func describeViolation(v *Violation) string {
 	if len(v.Nemesis) > 0 {
 		// The text names each nemesis operation once, at its invoke; results.json keeps every event.
 		var ops []string
-		for _, e := range v.Nemesis {
+		for i, e := range v.Nemesis {
 			if e.Type == history.Invoke {
-				ops = append(ops, describeNemesisEvent(e))
+				ops = append(ops, describeNemesisEvent(e, completionOf(v.Nemesis, i)))
 			}
 		}
 		if len(ops) > 0 {
@@ -254,15 +255,70 @@ func describeViolation(v *Violation) string {
 	return b.String()
 }
 
-func describeNemesisEvent(e history.Event) string {
+// describeNemesisEvent names a nemesis event; done, when known, is the completion of an invoke (it
+// carries the clock offsets measured after the operation).
+func describeNemesisEvent(e history.Event, done *history.Event) string {
 	var b strings.Builder
 	b.WriteString(e.F)
 	if e.Type != history.Invoke {
 		b.WriteString(" " + string(e.Type))
 	}
-	for _, n := range e.Nodes {
-		b.WriteString(" " + n)
+	if len(e.Offsets) > 0 {
+		b.WriteString(" " + describeOffsets(e, done))
+	} else {
+		for _, n := range e.Nodes {
+			b.WriteString(" " + n)
+		}
 	}
 	b.WriteString(" at " + FormatTime(e.Time))
 	return b.String()
+}
+
+// describeOffsets reads "n3 by +4s (measured +4.001s)" for each node of a clock operation: the
+// offset set, from the invoke, and the offset measured, from the completion.
+func describeOffsets(e history.Event, done *history.Event) string {
+	var parts []string
+	for _, n := range e.Nodes {
+		set, ok := e.Offsets[n]
+		if !ok {
+			parts = append(parts, n)
+			continue
+		}
+		// A jump moves a clock by its offset; a reset sets it back to (an offset from) the real time.
+		word := " by "
+		if e.Effect == history.EffectHeal {
+			word = " to "
+		}
+		part := n + word + formatOffset(set)
+		if done != nil {
+			if got, ok := done.Offsets[n]; ok {
+				part += " (measured " + formatOffset(got) + ")"
+			}
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatOffset is a signed clock offset: "+4s", "-2.5s", "+4.001s".
+func formatOffset(ns int64) string {
+	d := time.Duration(ns).Round(time.Millisecond)
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return sign + d.String()
+}
+
+// completionOf finds the completion of the nemesis invoke events[i] among the events after it: the
+// next completion of the same nemesis and operation on the same nodes.
+func completionOf(events []history.Event, i int) *history.Event {
+	e := events[i]
+	for j := i + 1; j < len(events); j++ {
+		c := events[j]
+		if c.Type != history.Invoke && c.Fault == e.Fault && c.F == e.F && slices.Equal(c.Nodes, e.Nodes) {
+			return &events[j]
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -82,6 +83,26 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 	v.Overlap = v.OverlapEnd - v.OverlapStart
 	from := min(a.Invoke, b.Invoke)
 	i := sort.Search(len(p.nemesis), func(i int) bool { return events[p.nemesis[i]].Time >= from })
+	// An operation invoked before both acquires but completed after one began was still in progress
+	// (a clock is moved, a node killed, only once the operation runs): it belongs with the violation.
+	var before []history.Event
+	for j := i - 1; j >= 0 && from-events[p.nemesis[j]].Time < int64(time.Minute); j-- {
+		e := events[p.nemesis[j]]
+		if e.Type != history.Invoke {
+			continue
+		}
+		for k := j + 1; k < len(p.nemesis); k++ {
+			c := events[p.nemesis[k]]
+			if c.Type != history.Invoke && c.Fault == e.Fault && c.F == e.F && slices.Equal(c.Nodes, e.Nodes) {
+				if c.Time >= from {
+					before = append(before, e)
+				}
+				break
+			}
+		}
+	}
+	slices.Reverse(before)
+	v.Nemesis = append(v.Nemesis, before...)
 	for ; i < len(p.nemesis) && events[p.nemesis[i]].Time <= v.OverlapEnd; i++ {
 		v.Nemesis = append(v.Nemesis, events[p.nemesis[i]])
 	}
@@ -95,20 +116,45 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 // key in between, and the fault that made it lose the key is what let the second client in. When
 // some such node was hit by no fault, the lock itself let two clients in, and cause says so.
 func cause(v *Violation) string {
+	// Each lease's keys were written somewhere between its acquire's invoke and its grant, so the
+	// writes of two overlapping acquires can come in either order: the one that asked first is taken
+	// as the first writer, and a fault anywhere from the first ask to the last grant can explain it.
 	first, second := &v.A, &v.B
-	if second.Start < first.Start {
+	if second.Invoke < first.Invoke || second.Invoke == first.Invoke && second.Start < first.Start {
 		first, second = second, first
 	}
+	lastGrant := max(first.Start, second.Start)
 	if len(first.Nodes) == 0 || len(second.Nodes) == 0 {
 		return ""
 	}
 	hitBy := map[string][]string{}
-	for _, e := range v.Nemesis {
-		if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < first.Invoke || e.Time > second.Start {
+	for i, e := range v.Nemesis {
+		hits := e.Effect == history.EffectFault || e.F == history.FResetForward
+		if e.Type != history.Invoke || !hits || e.Time > lastGrant {
 			continue
 		}
+		// A fault takes effect somewhere between its invoke and its completion: one that completed
+		// after the first acquire began, or had not completed by the end of the overlap (a strobe),
+		// may still have removed the key that acquire set.
+		if done := completionOf(v.Nemesis, i); e.Time < first.Invoke && done != nil && done.Time < first.Invoke {
+			continue
+		}
+		what := e.Fault + " " + e.F
+		if len(e.Offsets) > 0 {
+			// A clock fault says how far it moved the nodes that granted both leases:
+			// "clock bump-forward n3 by +4s (measured +4.001s)".
+			shared := e
+			shared.Nodes = nil
+			for _, n := range e.Nodes {
+				if slices.Contains(first.Nodes, n) && slices.Contains(second.Nodes, n) {
+					shared.Nodes = append(shared.Nodes, n)
+				}
+			}
+			if len(shared.Nodes) > 0 {
+				what += " " + describeOffsets(shared, completionOf(v.Nemesis, i))
+			}
+		}
 		for _, n := range e.Nodes {
-			what := e.Fault + " " + e.F
 			if !slices.Contains(hitBy[n], what) {
 				hitBy[n] = append(hitBy[n], what)
 			}

@@ -61,6 +61,10 @@ type Config struct {
 	RedisServer string
 	// Logger receives node lifecycle messages; nil discards them.
 	Logger *slog.Logger
+	// ClockShim, when set, is the clock shim library (see FindClockShim) every node is started with
+	// through LD_PRELOAD, each reading its offset from clock.offset in its own directory. That file
+	// outlives restarts: a node whose clock was wrong comes back with the same wrong clock.
+	ClockShim string
 }
 
 // Node is one redis-server of a local cluster.
@@ -137,6 +141,11 @@ func StartLocal(ctx context.Context, cfg Config) (*Local, error) {
 		n := &Node{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if cfg.ClockShim != "" {
+			if err := initClockFile(n.clockFile()); err != nil {
+				return nil, fmt.Errorf("node %s: %w", n.Name, err)
+			}
 		}
 		c.nodes = append(c.nodes, n)
 		c.byName[n.Name] = n
@@ -240,6 +249,9 @@ func (c *Local) start(ctx context.Context, n *Node) error {
 	}
 	cmd := exec.Command(c.binary, c.args(n)...)
 	cmd.Dir = n.Dir
+	if c.cfg.ClockShim != "" {
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+c.cfg.ClockShim, ClockFileEnv+"="+n.clockFile())
+	}
 	// Own process group: a terminal's Ctrl-C reaches the harness, which heals and stops the nodes
 	// itself. Pdeathsig: the kernel kills the node if the harness dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -6,6 +6,7 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ type Config struct {
 	Store        string   `json:"store"`
 	BasePort     int      `json:"base_port,omitempty"`
 	RedisServer  string   `json:"redis_server,omitempty"`
+	// ClockShim is the LD_PRELOAD clock shim's path; empty finds or builds one when a nemesis
+	// moves clocks. Nodes run without the shim unless a nemesis needs it.
+	ClockShim string `json:"clock_shim,omitempty"`
 
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
@@ -165,6 +169,11 @@ func (c *Config) Resolve() error {
 		}
 	}
 	return nil
+}
+
+// NeedsClocks reports whether some nemesis moves node clocks, so the nodes need the clock shim.
+func (c *Config) NeedsClocks() bool {
+	return slices.ContainsFunc(c.Specs(), nemesis.NeedsClocks)
 }
 
 // Specs returns the nemeses of a resolved configuration.

@@ -44,6 +44,8 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"unwritable store", func(c *Config) { c.Store = filepath.Join(file, "store") }, "--store"},
 		{"port in use", func(c *Config) { c.BasePort = port }, "port " + strconv.Itoa(port) + " is in use"},
 		{"missing redis-server", func(c *Config) { c.RedisServer = "/nonexistent/redis-server" }, "apt-get install redis-server"},
+		{"bad clock parameter", func(c *Config) { c.Nemesis = "clock:jump=sideways" }, "jump=sideways"},
+		{"missing clock shim", func(c *Config) { c.Nemesis = "clock"; c.ClockShim = "/nonexistent/libclockshim.so" }, "--nemesis clock: clock shim"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,5 +77,17 @@ func TestResolveDefaults(t *testing.T) {
 	single := Config{Lock: "single", Nemesis: "none", Clients: 1, Keys: 1, TTL: Duration(time.Second), TimeLimit: Duration(2 * time.Second)}
 	if err := single.Resolve(); err != nil || single.Nodes != 1 {
 		t.Fatalf("single: nodes %d, err %v", single.Nodes, err)
+	}
+}
+
+func TestOnlyClockNemesesNeedTheShim(t *testing.T) {
+	for spec, want := range map[string]bool{"none": false, "restart": false, "clock": true, "restart,clock:jump=back": true} {
+		cfg := Config{Lock: "redlock", Nemesis: spec, Clients: 10, Keys: 1, TTL: Duration(2 * time.Second), TimeLimit: Duration(10 * time.Second)}
+		if err := cfg.Resolve(); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.NeedsClocks(); got != want {
+			t.Errorf("%s: NeedsClocks %v, want %v", spec, got, want)
+		}
 	}
 }

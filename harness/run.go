@@ -51,6 +51,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
 		return nil, &StartError{err}
 	}
+	// The clock shim is loaded only when a nemesis moves clocks: other runs use the nodes unmodified,
+	// so nothing of the shim (a system call per clock read) can colour their results.
+	var shim string
+	if cfg.NeedsClocks() {
+		var err error
+		if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
+			return nil, &StartError{fmt.Errorf("--nemesis clock: %w", err)}
+		}
+	}
 	dir, err := results.NewRunDir(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return nil, &StartError{err}
@@ -69,6 +78,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	cluster, err := clusters.StartLocal(ctx, clusters.Config{
 		Nodes: cfg.Nodes, Dir: filepath.Join(dir, results.NodesDir), BasePort: cfg.BasePort,
 		Persistence: clusters.Persistence(cfg.Persistence), RedisServer: cfg.RedisServer, Logger: log,
+		ClockShim: shim,
 	})
 	if err != nil {
 		return nil, &StartError{fmt.Errorf("start cluster: %w", err)}
@@ -95,7 +105,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 
 	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Admin: admin, Log: log})
 	nemEnv.Cluster = cluster
-	if clocks, ok := any(cluster).(nemesis.Clocks); ok {
+	if clocks, ok := any(cluster).(nemesis.Clocks); ok && cluster.ClockShim() {
 		nemEnv.Clocks = clocks
 	}
 	var nems []nemesis.Nemesis
@@ -124,6 +134,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		return nil, &StartError{err}
 	}
 	log.Info("run started", "dir", dir, "lock", cfg.Lock, "nemesis", cfg.Nemesis, "seed", cfg.Seed, "nodes", cfg.Nodes)
+	if shim != "" {
+		log.Info("nodes run with the clock shim", "shim", shim)
+	}
 
 	lockOpts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
 	env := workloads.Env{

@@ -129,3 +129,19 @@ func TestRedlockRestartIsInvalid(t *testing.T) {
 		t.Errorf("the later holder's quorum %v contains none of the restarted nodes %v", v.B.Nodes, restarted)
 	}
 }
+
+// A forward jump larger than the TTL on the single node expires the holder's key at once: the next
+// client gets the lock while the first still holds it, and the cause names the measured jump.
+func TestSingleClockJumpForwardIsInvalid(t *testing.T) {
+	out := run(t, Config{
+		Lock: "single", Nemesis: "clock:jump=forward:duration=300ms", Clients: 6, Keys: 1, Seed: 1,
+		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),
+		Interval: Duration(time.Second),
+	})
+	if out.Result.Valid != checker.Invalid {
+		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	}
+	if c := out.Result.Violations[0].Cause; !strings.Contains(c, "clock bump-forward n1 by +2s (measured +2") {
+		t.Fatalf("cause %q does not name the measured jump", c)
+	}
+}

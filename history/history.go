@@ -33,6 +33,11 @@ const (
 	EffectHeal  = "heal"
 )
 
+// FResetForward is the heal of a node clock that was behind, stepped back to the real time. It
+// moves the clock forward as a jump does, so every key set while the clock was behind expires that
+// much early; the checker counts it among the faults that can make a node forget a key.
+const FResetForward = "reset-forward"
+
 // NemesisProcess is the process id of the nemesis; client processes are numbered from 0.
 const NemesisProcess = -1
 
@@ -60,6 +65,11 @@ type Event struct {
 	Fault string `json:"fault,omitempty"`
 	// Effect is EffectFault or EffectHeal on nemesis events.
 	Effect string `json:"effect,omitempty"`
+
+	// Offsets are the wall-clock offsets of nodes, in nanoseconds, on clock nemesis events: on the
+	// invoke, the offset each target is being set to; on the completion, the offset measured on each
+	// node afterwards (Redis TIME against the harness clock).
+	Offsets map[string]int64 `json:"offsets,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }

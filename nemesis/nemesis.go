@@ -51,6 +51,14 @@ type Resolver interface {
 	Resolve(ctx context.Context, op Op) (Op, error)
 }
 
+// Annotator is a nemesis that adds facts to the events of its operations: the clock nemesis records
+// the offsets it sets on the invoke and the offsets it measured on the completion. Annotate is
+// called before the invoke is recorded (ev.Type is Invoke) and after Apply, before the completion
+// is recorded; err is Apply's error.
+type Annotator interface {
+	Annotate(ctx context.Context, op Op, ev *history.Event, err error)
+}
+
 // Seed derives the nemesis's random source from the run seed, so the schedule depends on nothing else.
 func Seed(runSeed uint64, name string) *rand.Rand {
 	var h uint64 = 14695981039346656037
@@ -119,11 +127,19 @@ func Run(ctx context.Context, n Nemesis, plan []Op, rec Recorder) error {
 
 func apply(ctx context.Context, n Nemesis, op Op, rec Recorder) error {
 	ev := history.Event{Type: history.Invoke, Process: history.NemesisProcess, F: op.F, Nodes: op.Nodes, Fault: n.Name(), Effect: op.Effect}
+	an, annotates := n.(Annotator)
+	if annotates {
+		an.Annotate(ctx, op, &ev, nil)
+	}
 	rec.Record(ev)
 	err := n.Apply(ctx, op)
 	ev.Type = history.Info
+	ev.Offsets = nil
 	if err != nil {
 		ev.Error = err.Error()
+	}
+	if annotates {
+		an.Annotate(ctx, op, &ev, err)
 	}
 	rec.Record(ev)
 	if err != nil {

@@ -260,8 +260,13 @@ func builders() map[string]builder {
 		"partition":       buildPartition,
 		"latency":         buildLatency,
 		"pause":           buildPause,
+		"clock":           buildClock,
 	}
 }
+
+// NeedsClocks reports whether a spec's nemesis moves node clocks, so that the nodes must run with
+// the clock shim.
+func NeedsClocks(spec Spec) bool { return spec.Name == "clock" }
 
 // Names lists the nemeses Build knows.
 func Names() []string { return slices.Sorted(maps.Keys(builders())) }

@@ -84,6 +84,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
 

@@ -1,0 +1,331 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// Clock operation names.
+const (
+	FBumpForward = "bump-forward"
+	FBumpBack    = "bump-back"
+	FStrobe      = "strobe"
+	FReset       = "reset"
+)
+
+// Jump kinds of the clock nemesis's jump parameter.
+const (
+	JumpForward = "forward"
+	JumpBack    = "back"
+	JumpStrobe  = "strobe"
+)
+
+// Reset kinds: how a clock that is behind is brought back to the real time.
+const (
+	// ResetStep sets the offset to zero at once. For a clock that is behind this is itself a forward
+	// jump: every key set while it was behind expires that much early.
+	ResetStep = "step"
+	// ResetSlew lets a clock that is behind run fast by SlewRate until it has caught up, as NTP does;
+	// a rate within the lock's drift allowance keeps every lease safe. Clocks ahead are stepped back,
+	// which only makes keys live longer.
+	ResetSlew = "slew"
+)
+
+// Clock moves node wall clocks through the clock shim: a jump forward expires keys early on the
+// nodes it hits, a jump back keeps them late, a strobe flips between the real time and a jump
+// forward. Every fault is followed by a reset.
+type Clock struct {
+	Clocks Clocks
+	Env    Env
+	Nodes  []string
+	// Target is a target kind (TargetKinds); the holder kinds are resolved when the fault starts.
+	Target string
+	// Jumps are drawn among for each fault.
+	Jumps []string
+	// Offset is the size of a jump; Duration how long it lasts before the reset; Interval the mean
+	// time between faults; Period the strobe's half period.
+	Offset, Duration, Interval, Period time.Duration
+	// Reset is ResetStep or ResetSlew; SlewRate the share by which a slewing clock runs fast.
+	Reset    string
+	SlewRate float64
+	// TargetWait bounds how long a lock-aware fault waits for the lease it wants.
+	TargetWait time.Duration
+
+	resolveRng *rand.Rand
+	shifted    map[string]time.Duration // node -> offset this nemesis left it at
+}
+
+func buildClock(env Env, p *Params) (Nemesis, error) {
+	c := &Clock{Clocks: env.Clocks, Env: env, Nodes: env.Nodes}
+	c.Target = p.Choice("target", TargetOne, TargetKinds()...)
+	c.Jumps = p.Choices("jump", []string{JumpForward, JumpBack}, JumpForward, JumpBack, JumpStrobe)
+	c.Offset = p.Duration("offset", 2*env.TTL)
+	c.Duration = p.Duration("duration", env.TTL)
+	c.Interval = p.Duration("interval", env.Interval)
+	c.Period = p.Duration("period", 10*time.Millisecond)
+	c.Reset = p.Choice("reset", ResetStep, ResetStep, ResetSlew)
+	c.SlewRate = p.Share("slew-rate", 0.005)
+	c.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+	switch {
+	case c.Offset <= 0:
+		return nil, fmt.Errorf("offset must be positive (for example offset=4s)")
+	case c.Duration <= 0:
+		return nil, fmt.Errorf("duration must be positive (for example duration=2s)")
+	case c.Interval <= 0:
+		return nil, fmt.Errorf("interval must be positive (for example interval=5s)")
+	case c.Period <= 0:
+		return nil, fmt.Errorf("period must be positive (for example period=10ms)")
+	case c.Reset == ResetSlew && c.SlewRate <= 0:
+		return nil, fmt.Errorf("slew-rate must be above 0 with reset=slew (for example slew-rate=0.005)")
+	}
+	return c, nil
+}
+
+// Name implements Nemesis.
+func (c *Clock) Name() string { return "clock" }
+
+// healTime is how long the reset after a jump takes.
+func (c *Clock) healTime(jump string) time.Duration {
+	if jump == JumpBack && c.Reset == ResetSlew {
+		return time.Duration(float64(c.Offset)/c.SlewRate) + 10*time.Millisecond
+	}
+	return 10 * time.Millisecond
+}
+
+// Plan implements Nemesis: a fault, its reset Duration later, and the next fault only once the
+// reset is done. Lock-aware faults leave TargetWait for their lease to appear before the reset.
+func (c *Clock) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	var plan []Op
+	t := jitter(rng, c.Interval)
+	for {
+		jump := c.Jumps[rng.IntN(len(c.Jumps))]
+		var nodes []string
+		if !IsLockAware(c.Target) {
+			nodes = PickNodes(rng, c.Nodes, c.Target)
+		}
+		reset := t + c.Duration
+		if IsLockAware(c.Target) {
+			reset += c.TargetWait
+		}
+		done := reset + c.healTime(jump)
+		if done >= timeLimit {
+			break
+		}
+		plan = append(plan,
+			Op{At: t, F: jumpOp(jump), Nodes: nodes, Effect: history.EffectFault},
+			Op{At: reset, F: FReset, Nodes: nodes, Effect: history.EffectHeal})
+		t = max(t+jitter(rng, c.Interval), done+100*time.Millisecond)
+	}
+	// Drawn after the plan, so the plan does not depend on it; lock-aware targets pick from it.
+	c.resolveRng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	return plan
+}
+
+func jumpOp(jump string) string {
+	switch jump {
+	case JumpBack:
+		return FBumpBack
+	case JumpStrobe:
+		return FStrobe
+	}
+	return FBumpForward
+}
+
+// Resolve implements Resolver. A lock-aware fault waits for a lease of the shape its target needs;
+// when none appears within TargetWait the fault is skipped. A reset resolves to the nodes this
+// nemesis actually shifted.
+func (c *Clock) Resolve(ctx context.Context, op Op) (Op, error) {
+	if op.F == FReset {
+		var nodes []string
+		for _, n := range slices.Sorted(maps.Keys(c.shifted)) {
+			if len(op.Nodes) == 0 || slices.Contains(op.Nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+		op.Nodes = nodes
+		// A step back to the real time moves a clock that is behind forward: the history says so.
+		if c.Reset == ResetStep && slices.ContainsFunc(nodes, func(n string) bool { return c.shifted[n] < 0 }) {
+			op.F = history.FResetForward
+		}
+		return op, nil
+	}
+	if !IsLockAware(c.Target) {
+		return op, nil
+	}
+	if c.resolveRng == nil {
+		c.resolveRng = rand.New(rand.NewPCG(1, 2))
+	}
+	nodes, lease, err := WaitForLeaseTarget(ctx, c.Env, c.resolveRng, c.Target, c.TargetWait, 2*time.Millisecond)
+	if errors.Is(err, ErrNoLease) {
+		c.Env.Log.Info("clock: fault skipped", "op", op.F, "target", c.Target, "reason", err)
+		op.Nodes = nil
+		return op, nil
+	}
+	if err != nil {
+		return op, err
+	}
+	c.Env.Log.Debug("clock: lease targeted", "key", lease.Key, "value", lease.Value, "holders", lease.Nodes, "hit", nodes)
+	op.Nodes = nodes
+	return op, nil
+}
+
+// target is the offset a fault operation sets.
+func (c *Clock) target(f string) time.Duration {
+	if f == FBumpBack {
+		return -c.Offset
+	}
+	if f == FReset || f == history.FResetForward {
+		return 0
+	}
+	return c.Offset
+}
+
+// Apply implements Nemesis. A strobe runs for Duration before Apply returns.
+func (c *Clock) Apply(ctx context.Context, op Op) error {
+	if c.Clocks == nil {
+		return errors.New("the nodes run without the clock shim: the clock nemesis cannot move their clocks")
+	}
+	if c.shifted == nil {
+		c.shifted = map[string]time.Duration{}
+	}
+	switch op.F {
+	case FBumpForward, FBumpBack:
+		return c.set(op.Nodes, c.target(op.F))
+	case FStrobe:
+		return c.strobe(ctx, op.Nodes)
+	case FReset, history.FResetForward:
+		return c.reset(ctx, op.Nodes)
+	}
+	return fmt.Errorf("clock nemesis cannot %q", op.F)
+}
+
+func (c *Clock) set(nodes []string, off time.Duration) error {
+	var errs []error
+	for _, n := range nodes {
+		if err := c.Clocks.SetClockOffset(n, off); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if off == 0 {
+			delete(c.shifted, n)
+		} else {
+			c.shifted[n] = off
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// strobe flips the nodes between +Offset and the real time every Period for Duration.
+func (c *Clock) strobe(ctx context.Context, nodes []string) error {
+	end := time.Now().Add(c.Duration)
+	tick := time.NewTicker(c.Period)
+	defer tick.Stop()
+	ahead := true
+	for {
+		off := time.Duration(0)
+		if ahead {
+			off = c.Offset
+		}
+		if err := c.set(nodes, off); err != nil {
+			return err
+		}
+		ahead = !ahead
+		if !time.Now().Before(end) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// reset brings the nodes back to the real time: a step, or for clocks behind with ResetSlew a run
+// at 1+SlewRate speed until they have caught up.
+func (c *Clock) reset(ctx context.Context, nodes []string) error {
+	var behind []string
+	var step []string
+	for _, n := range nodes {
+		if c.Reset == ResetSlew && c.shifted[n] < 0 {
+			behind = append(behind, n)
+		} else {
+			step = append(step, n)
+		}
+	}
+	if err := c.set(step, 0); err != nil {
+		return err
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	from := map[string]time.Duration{}
+	for _, n := range behind {
+		from[n] = c.shifted[n]
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		gained := time.Duration(float64(time.Since(start)) * c.SlewRate)
+		left := false
+		for _, n := range behind {
+			off := min(from[n]+gained, 0)
+			if err := c.set([]string{n}, off); err != nil {
+				return err
+			}
+			left = left || off < 0
+		}
+		if !left {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			// Cut short: step the rest of the way, so that no node is left behind.
+			return errors.Join(ctx.Err(), c.set(behind, 0))
+		case <-tick.C:
+		}
+	}
+}
+
+// Healing implements Nemesis: reset every node still shifted.
+func (c *Clock) Healing() []Op {
+	if len(c.shifted) == 0 {
+		return nil
+	}
+	op := Op{F: FReset, Nodes: slices.Sorted(maps.Keys(c.shifted)), Effect: history.EffectHeal}
+	op, _ = c.Resolve(context.Background(), op)
+	return []Op{op}
+}
+
+// Annotate implements Annotator: the invoke carries the offsets being set, the completion the
+// offsets measured afterwards (nodes that cannot be measured, being down, are left out).
+func (c *Clock) Annotate(_ context.Context, op Op, ev *history.Event, _ error) {
+	if len(op.Nodes) == 0 {
+		return
+	}
+	ev.Offsets = map[string]int64{}
+	for _, n := range op.Nodes {
+		if ev.Type == history.Invoke {
+			// A strobe's invoke names the offset it flips to.
+			ev.Offsets[n] = int64(c.target(op.F))
+			continue
+		}
+		if c.Clocks == nil {
+			continue
+		}
+		if off, err := c.Clocks.ClockOffset(n); err == nil {
+			ev.Offsets[n] = int64(off)
+		}
+	}
+	if len(ev.Offsets) == 0 {
+		ev.Offsets = nil
+	}
+}
