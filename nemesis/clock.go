@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockpick-dev/lockpick/history"
 )
 
@@ -36,6 +38,11 @@ const (
 	// a rate within the lock's drift allowance keeps every lease safe. Clocks ahead are stepped back,
 	// which only makes keys live longer.
 	ResetSlew = "slew"
+	// ResetQuiet steps a clock that is behind back to the real time only at a moment it holds no lock
+	// key, with every client's writes held back (CLIENT PAUSE WRITE) while it looks and steps: no key
+	// written while the clock was behind survives the step, so the step shortens no lease. It is how
+	// an operator fixes a clock safely, and what lets a scenario show the jump back on its own.
+	ResetQuiet = "quiet"
 )
 
 // Clock moves node wall clocks through the clock shim: a jump forward expires keys early on the
@@ -70,7 +77,7 @@ func buildClock(env Env, p *Params) (Nemesis, error) {
 	c.Duration = p.Duration("duration", env.TTL)
 	c.Interval = p.Duration("interval", env.Interval)
 	c.Period = p.Duration("period", 10*time.Millisecond)
-	c.Reset = p.Choice("reset", ResetStep, ResetStep, ResetSlew)
+	c.Reset = p.Choice("reset", ResetStep, ResetStep, ResetSlew, ResetQuiet)
 	c.SlewRate = p.Share("slew-rate", 0.005)
 	c.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
 	switch {
@@ -95,6 +102,9 @@ func (c *Clock) Name() string { return "clock" }
 func (c *Clock) healTime(jump string) time.Duration {
 	if jump == JumpBack && c.Reset == ResetSlew {
 		return time.Duration(float64(c.Offset)/c.SlewRate) + 10*time.Millisecond
+	}
+	if jump == JumpBack && c.Reset == ResetQuiet {
+		return quietWait + 10*time.Millisecond
 	}
 	return 10 * time.Millisecond
 }
@@ -253,6 +263,17 @@ func (c *Clock) strobe(ctx context.Context, nodes []string) error {
 func (c *Clock) reset(ctx context.Context, nodes []string) error {
 	var behind []string
 	var step []string
+	if c.Reset == ResetQuiet {
+		var errs []error
+		for _, n := range nodes {
+			if c.shifted[n] < 0 {
+				errs = append(errs, c.quietReset(ctx, n))
+			} else {
+				step = append(step, n)
+			}
+		}
+		return errors.Join(append(errs, c.set(step, 0))...)
+	}
 	for _, n := range nodes {
 		if c.Reset == ResetSlew && c.shifted[n] < 0 {
 			behind = append(behind, n)
@@ -293,6 +314,46 @@ func (c *Clock) reset(ctx context.Context, nodes []string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// quietWait bounds how long a quiet reset looks for a moment without a lock key.
+const quietWait = 5 * time.Second
+
+// quietReset steps node back to the real time at a moment it holds none of the workload's keys.
+// Writes are paused while it looks, so no key can appear between the look and the step; paused
+// writes run after the step, on the right clock. If no such moment comes within quietWait it steps
+// anyway and says so: that step is a jump forward and the error puts it in the history.
+func (c *Clock) quietReset(ctx context.Context, node string) error {
+	admin := c.Env.Admin[node]
+	if admin == nil || len(c.Env.Keys) == 0 {
+		return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: no admin connection or no keys to look at; stepped", node))
+	}
+	deadline := time.Now().Add(quietWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		held, err := c.heldWithWritesPaused(ctx, admin, node)
+		if err == nil && !held {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: a lock key was present for %v; stepped anyway, which is a jump forward", node, quietWait))
+}
+
+// heldWithWritesPaused pauses the node's client writes, and if it holds no key steps its clock;
+// it reports whether a key was held.
+func (c *Clock) heldWithWritesPaused(ctx context.Context, admin *redis.Client, node string) (bool, error) {
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	// The pause is a safety net: should the harness stall, writes resume by themselves.
+	if err := admin.Do(pctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
+		return true, err
+	}
+	defer admin.Do(context.WithoutCancel(pctx), "CLIENT", "UNPAUSE")
+	n, err := admin.Exists(pctx, c.Env.Keys...).Result()
+	if err != nil || n > 0 {
+		return true, err
+	}
+	return false, c.set([]string{node}, 0)
 }
 
 // Healing implements Nemesis: reset every node still shifted.
