@@ -61,6 +61,9 @@ type Config struct {
 	RedisServer string
 	// Logger receives node lifecycle messages; nil discards them.
 	Logger *slog.Logger
+	// NamePrefix names the nodes: prefix1, prefix2, ...; empty means "n". The harness runs the
+	// counter workload's resource as a one-node cluster named r1.
+	NamePrefix string
 }
 
 // Node is one redis-server of a local cluster.
@@ -133,8 +136,12 @@ func StartLocal(ctx context.Context, cfg Config) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NamePrefix == "" {
+		cfg.NamePrefix = "n"
+	}
 	for i := range cfg.Nodes {
-		n := &Node{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
+		name := fmt.Sprintf("%s%d", cfg.NamePrefix, i+1)
+		n := &Node{Name: name, Port: ports[i], Dir: filepath.Join(cfg.Dir, name)}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
