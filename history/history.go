@@ -72,6 +72,10 @@ type Event struct {
 	// Effect is EffectFault or EffectHeal on nemesis events.
 	Effect string `json:"effect,omitempty"`
 
+	// Guard is the resource's guard on write events of the counter workload (none, fencing,
+	// check-and-set): the checker's model of the resource depends on it.
+	Guard string `json:"guard,omitempty"`
+
 	Error string `json:"error,omitempty"`
 }
 
