@@ -38,6 +38,8 @@ type ResourceResult struct {
 	// LostUpdates is accepted writes minus the counter's increase: increments that were accepted and
 	// then overwritten. Writes with unknown outcome could only add to it.
 	LostUpdates int64 `json:"lost_updates"`
+	// Phantom is how far the counters rose beyond every write that may have been accepted.
+	Phantom int64 `json:"phantom,omitempty"`
 	// StaleWrites are accepted writes made under a lease that had expired, or with a token lower than
 	// one the resource had already accepted.
 	StaleWrites     []StaleWrite `json:"stale_writes"`
@@ -338,8 +340,11 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 	}
 	if r.HasFinal {
 		r.LostUpdates = int64(r.Writes.OK) - (r.Final - r.Initial)
-		if r.LostUpdates < 0 && int64(r.Writes.OK+r.Writes.Info) < r.Final-r.Initial {
-			r.Errors = append(r.Errors, fmt.Sprintf("the counters rose by %d but only %d writes may have been accepted", r.Final-r.Initial, r.Writes.OK+r.Writes.Info))
+		if int64(r.Writes.OK+r.Writes.Info) < r.Final-r.Initial {
+			// More increments than writes: the data was changed by something else. A concrete
+			// counterexample, like a lost update.
+			r.Phantom = r.Final - r.Initial - int64(r.Writes.OK+r.Writes.Info)
+			r.Notes = append(r.Notes, fmt.Sprintf("the counters rose by %d but only %d writes may have been accepted", r.Final-r.Initial, r.Writes.OK+r.Writes.Info))
 		}
 		r.LostUpdates = max(r.LostUpdates, 0)
 	} else {
@@ -386,10 +391,10 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 		r.Valid = Unknown
 	case result == porcupine.Illegal:
 		r.Valid = Invalid
-	case r.LostUpdates > 0 && result == porcupine.Ok:
+	case (r.LostUpdates > 0 || r.Phantom > 0) && result == porcupine.Ok:
 		r.Valid = Unknown
-		r.Errors = append(r.Errors, fmt.Sprintf("checker disagreement: porcupine linearized the counter but %d updates were lost", r.LostUpdates))
-	case r.LostUpdates > 0:
+		r.Errors = append(r.Errors, fmt.Sprintf("checker disagreement: porcupine linearized the counter but %d updates were lost and %d appeared from nowhere", r.LostUpdates, r.Phantom))
+	case r.LostUpdates > 0 || r.Phantom > 0:
 		r.Valid = Invalid
 	case result == porcupine.Unknown:
 		r.Valid = Unknown
