@@ -8,7 +8,17 @@ STORE   ?= store
 ARGS    ?=
 SCENARIOS := single-none single-restart redlock-none redlock-restart redlock-delayed-restart
 
-.PHONY: all build deps test vet bench demo scenarios $(SCENARIOS) clean
+# The counter workload's figures (issue 4): a client paused past its TTL between reading and writing
+# the protected counter. Each target runs bin/lockpick with explicit flags and fails when the exit
+# code differs from the expected verdict (0 valid, 1 invalid). COUNTER_TIME sets the fault phase.
+COUNTER_TIME ?= 60s
+COUNTER := --workload counter --ttl 2s --clients 10 --keys 1 --time-limit $(COUNTER_TIME) --store $(STORE)
+PAUSE   := --nemesis client-pause:interval=4s
+COUNTER_TARGETS := counter-single-pause counter-fenced-pause counter-redlock-pause counter-redlock-pause-cas counter-fenced-restart
+# expect CODE: run the command before it and compare its exit code with CODE.
+expect = ; rc=$$?; [ $$rc -eq $(1) ] || { echo "expected exit $(1), got $$rc"; exit 1; }
+
+.PHONY: all build deps test vet bench demo scenarios $(SCENARIOS) $(COUNTER_TARGETS) counter-figures clean
 
 all: build
 
@@ -40,6 +50,28 @@ $(SCENARIOS): build
 
 scenarios: build
 	$(BIN) scenario --store $(STORE) $(ARGS)
+
+# single lock, unguarded resource: the paused client's write lands and loses updates (data invalid).
+counter-single-pause: build
+	$(BIN) run --lock single --guard none $(PAUSE) $(COUNTER) $(ARGS) $(call expect,1)
+
+# fenced lock, fencing resource: the paused write is rejected; no lost updates, overruns still shown.
+counter-fenced-pause: build
+	$(BIN) run --lock fenced --guard fencing $(PAUSE) $(COUNTER) $(ARGS) $(call expect,0)
+
+# Redlock, unguarded resource: lost updates, the lock-level check notwithstanding.
+counter-redlock-pause: build
+	$(BIN) run --lock redlock --guard none $(PAUSE) $(COUNTER) $(ARGS) $(call expect,1)
+
+# Redlock, check-and-set resource: antirez's answer; the paused write finds a changed value.
+counter-redlock-pause-cas: build
+	$(BIN) run --lock redlock --guard check-and-set $(PAUSE) $(COUNTER) $(ARGS) $(call expect,0)
+
+# fenced lock restarted without persistence: its tokens go backwards and the lock check says so.
+counter-fenced-restart: build
+	$(BIN) run --lock fenced --guard fencing --nemesis restart:interval=5s --persistence none $(COUNTER) $(ARGS) $(call expect,1)
+
+counter-figures: $(COUNTER_TARGETS)
 
 clean:
 	rm -rf bin
