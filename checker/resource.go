@@ -496,8 +496,9 @@ func describeStale(s *StaleWrite) string {
 	return b.String()
 }
 
-// tokenRegressions finds ok acquires whose token is not above the token of an acquire of the same
-// key that completed before they were invoked, and names the faults in between.
+// tokenRegressions counts ok acquires whose token is not above the token of an acquire of the same
+// key that completed before they were invoked, and lists the first of each run of them (in invoke
+// order) with the faults in between.
 func tokenRegressions(events []history.Event, p *parsed, max int) (count int, out []TokenRegression) {
 	byKey := map[string][]int{}
 	for i := range p.holds {
@@ -517,6 +518,7 @@ func tokenRegressions(events []history.Event, p *parsed, max int) (count int, ou
 		byInvoke := slices.Clone(ids)
 		sort.SliceStable(byInvoke, func(a, b int) bool { return p.holds[byInvoke[a]].Invoke < p.holds[byInvoke[b]].Invoke })
 		best, n := -1, 0 // the completed acquire with the highest token so far
+		prev := false    // whether the previous acquire went backwards too
 		for _, id := range byInvoke {
 			h := &p.holds[id]
 			for n < len(byStart) && p.holds[byStart[n]].Start < h.Invoke {
@@ -526,10 +528,15 @@ func tokenRegressions(events []history.Event, p *parsed, max int) (count int, ou
 				n++
 			}
 			if best < 0 || h.Token > p.holds[best].Token {
+				prev = false
 				continue
 			}
 			count++
-			if len(out) >= max {
+			// Once a counter is reset every acquire goes backwards until the tokens pass the old
+			// highest again; the first of such a run is the one to explain.
+			first := !prev
+			prev = true
+			if !first || len(out) >= max {
 				continue
 			}
 			a := &p.holds[best]

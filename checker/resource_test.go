@@ -169,9 +169,10 @@ func TestTokenRegressionIsFound(t *testing.T) {
 	h.add(history.Event{Time: 5, Type: history.Invoke, Process: history.NemesisProcess, F: "kill", Fault: "restart", Effect: history.EffectFault, Nodes: []string{"n1"}})
 	h.add(history.Event{Time: 6, Type: history.Info, Process: history.NemesisProcess, F: "kill", Fault: "restart", Effect: history.EffectFault, Nodes: []string{"n1"}})
 	h.cycle(1, 10, 10, 1, 1, 12, history.Fail)
+	h.cycle(2, 14, 10, 2, 1, 16, history.Fail)
 	h.final(20, 1)
 	r := mustCheckCounter(t, h.evs)
-	if r.TokenRegressionCount != 1 || r.LockValid != Invalid || r.Resource.Valid != Valid {
+	if r.TokenRegressionCount != 2 || len(r.TokenRegressions) != 1 || r.LockValid != Invalid || r.Resource.Valid != Valid {
 		t.Fatalf("want one token regression, lock invalid, data valid:\n%s", r.Summary())
 	}
 	if c := r.TokenRegressions[0].Cause; !strings.Contains(c, "kill n1") {

@@ -20,8 +20,9 @@ type Result struct {
 	LockValid Verdict `json:"lock_valid"`
 	// Resource is the data-level check of a counter-workload history; nil for mutex histories.
 	Resource *ResourceResult `json:"resource,omitempty"`
-	// TokenRegressions lists ok acquires whose fencing token went backwards (at most
-	// Options.MaxViolations); they make the lock-level verdict invalid.
+	// TokenRegressionCount counts ok acquires whose fencing token was not above that of an acquire of
+	// the same key completed before they were invoked; any makes the lock-level verdict invalid.
+	// TokenRegressions lists the first of each run of them (at most Options.MaxViolations).
 	TokenRegressions     []TokenRegression `json:"token_regressions,omitempty"`
 	TokenRegressionCount int               `json:"token_regression_count,omitempty"`
 	// Porcupine is porcupine's own verdict on the holds: "ok", "illegal" or "unknown".
@@ -189,10 +190,10 @@ func (r *Result) Summary() string {
 		}
 	}
 	if r.TokenRegressionCount > 0 {
-		fmt.Fprintf(&b, "token regressions: %d (fencing tokens that went backwards)\n", r.TokenRegressionCount)
+		fmt.Fprintf(&b, "token regressions: %d acquires got a token not above an earlier one; the first of each run:\n", r.TokenRegressionCount)
 		for i, t := range r.TokenRegressions {
 			if i == show {
-				fmt.Fprintf(&b, "  ... and %d more\n", r.TokenRegressionCount-show)
+				fmt.Fprintf(&b, "  ... and %d more runs\n", len(r.TokenRegressions)-show)
 				break
 			}
 			fmt.Fprintf(&b, "  %s\n", t.Description)
