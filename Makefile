@@ -9,7 +9,10 @@ ARGS    ?=
 # One target per scenario file: make redlock-restart runs scenarios/redlock-restart.yaml.
 SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 
-.PHONY: all build shim deps test vet bench demo scenarios $(SCENARIOS) clean
+# The counter workload's figures (issue 4): the scenarios whose names start with counter-.
+COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
+
+.PHONY: all build shim deps test vet bench demo scenarios $(SCENARIOS) counter-figures clean
 
 all: build
 
@@ -50,6 +53,10 @@ $(SCENARIOS): build
 
 scenarios: build
 	$(BIN) scenario --store $(STORE) $(ARGS)
+
+# Every counter scenario in turn (fails at the first outcome that differs).
+counter-figures: build
+	$(BIN) scenario $(COUNTER_SCENARIOS) --store $(STORE) $(ARGS)
 
 clean:
 	rm -rf bin

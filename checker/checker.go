@@ -149,6 +149,21 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
 
+	// Step 6b: the lock's fencing tokens must only go up.
+	var regressions int
+	regressions, r.TokenRegressions = tokenRegressions(events, p, opts.MaxViolations)
+	r.TokenRegressionCount = regressions
+	if regressions > 0 && r.Valid == Valid {
+		r.Valid = Invalid
+	}
+	r.LockValid = r.Valid
+
+	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.
+	r.Resource = checkResource(events, p.holds, r.Faults, opts)
+	if r.Resource != nil {
+		r.Valid = combine(r.LockValid, r.Resource.Valid)
+	}
+
 	// Step 7: what Visualize needs.
 	budget := time.Duration(0)
 	if timeout > 0 {
@@ -180,4 +195,16 @@ func verdict(porc porcupine.CheckResult, overlaps int, errs *[]string) Verdict {
 		*errs = append(*errs, "checker disagreement: porcupine found the holds not linearizable but the interval sweep found no overlap")
 		return Unknown
 	}
+}
+
+// combine is the run's verdict from the lock's and the data's: invalid if either is, else unknown
+// if either is.
+func combine(a, b Verdict) Verdict {
+	switch {
+	case a == Invalid || b == Invalid:
+		return Invalid
+	case a == Unknown || b == Unknown:
+		return Unknown
+	}
+	return Valid
 }

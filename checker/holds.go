@@ -151,6 +151,9 @@ func parse(events []history.Event) (*parsed, error) {
 			nemInflight[e.F] = q[1:]
 			continue
 		}
+		if e.Process == history.HarnessProcess && e.F == history.FFinal {
+			continue // the harness's own reads (the final counter values) belong to the resource check
+		}
 		if e.Process < 0 {
 			return nil, fmt.Errorf("event %d (index %d): invalid process %d", i, e.Index, e.Process)
 		}
@@ -231,6 +234,21 @@ func parse(events []history.Event) (*parsed, error) {
 			recent[e.Process] = r
 		case history.FRelease:
 			count(&p.stats.Releases, e.Type)
+		case history.FRead, history.FWrite:
+			// Reads and writes of the protected resource are work under the process's latest lease
+			// of the key (their Value is the counter's, not the lease's). A write whose outcome is
+			// unknown was certainly still being worked on when it was invoked.
+			at := e.Time
+			if e.Type == history.Info {
+				at = inv.Time
+			}
+			r := recent[e.Process]
+			if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
+				h := &p.holds[r[k]]
+				h.WorkEnd = max(h.WorkEnd, at)
+			} else {
+				strayWork++
+			}
 		case history.FWork:
 			if e.Type != history.OK {
 				continue

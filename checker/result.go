@@ -14,8 +14,18 @@ import (
 // Result is the checker's verdict on one history and the evidence for it. It marshals to the
 // results.json form; all times in it are nanoseconds on the run clock (see FormatTime).
 type Result struct {
-	// Valid is the lock-level verdict: true, false, or "unknown" in JSON.
+	// Valid is the run's verdict: the lock-level one, combined with the data-level one when the
+	// history has a resource (invalid if either is): true, false, or "unknown" in JSON.
 	Valid Verdict `json:"valid"`
+	// LockValid is the lock-level verdict alone: mutual exclusion, and tokens that only go up.
+	LockValid Verdict `json:"lock_valid"`
+	// Resource is the data-level check of a counter-workload history; nil for mutex histories.
+	Resource *ResourceResult `json:"resource,omitempty"`
+	// TokenRegressionCount counts ok acquires whose fencing token was not above that of an acquire of
+	// the same key completed before they were invoked; any makes the lock-level verdict invalid.
+	// TokenRegressions lists the first of each run of them (at most Options.MaxViolations).
+	TokenRegressions     []TokenRegression `json:"token_regressions,omitempty"`
+	TokenRegressionCount int               `json:"token_regression_count,omitempty"`
 	// Porcupine is porcupine's own verdict on the holds: "ok", "illegal" or "unknown".
 	Porcupine string `json:"porcupine"`
 	// Violations lists overlapping holds, at most Options.MaxViolations of them.
@@ -166,6 +176,9 @@ func (r *Result) Summary() string {
 	verdict := map[Verdict]string{Valid: "VALID", Invalid: "INVALID", Unknown: "UNKNOWN"}[r.Valid]
 	fmt.Fprintf(&b, "verdict: %s (valid=%s, porcupine %s, %d segments, checked in %s)\n",
 		verdict, r.Valid.jsonWord(), r.Porcupine, r.Segments, r.CheckDuration.Round(time.Millisecond))
+	if r.Resource != nil {
+		fmt.Fprintf(&b, "%s\n", r.Verdicts())
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "checker error: %s\n", e)
 	}
@@ -183,6 +196,37 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "  %s\n", v.Description)
 		if v.Cause != "" {
 			fmt.Fprintf(&b, "    cause: %s\n", v.Cause)
+		}
+	}
+	if r.TokenRegressionCount > 0 {
+		fmt.Fprintf(&b, "token regressions: %d acquires got a token not above an earlier one; the first of each run:\n", r.TokenRegressionCount)
+		for i, t := range r.TokenRegressions {
+			if i == show {
+				fmt.Fprintf(&b, "  ... and %d more runs\n", len(r.TokenRegressions)-show)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", t.Description)
+		}
+	}
+	if res := r.Resource; res != nil {
+		fmt.Fprintf(&b, "data (guard %s): porcupine %s on the counter model, %d segments; reads %d ok %d fail; writes %d accepted, %d rejected, %d unknown\n",
+			res.Guard, res.Porcupine, res.Segments, res.Reads.OK, res.Reads.Fail, res.Writes.OK, res.Writes.Fail, res.Writes.Info)
+		if res.HasFinal {
+			fmt.Fprintf(&b, "  counter: %d -> %d after %d accepted increments: %d lost updates\n", res.Initial, res.Final, res.Writes.OK, res.LostUpdates)
+		}
+		fmt.Fprintf(&b, "  stale writes accepted: %d; stale writes rejected by the guard: %d\n", res.StaleWriteCount, res.RejectedStale)
+		for i, sw := range res.StaleWrites {
+			if i == show {
+				fmt.Fprintf(&b, "  ... and %d more\n", res.StaleWriteCount-show)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", sw.Description)
+		}
+		for _, e := range res.Errors {
+			fmt.Fprintf(&b, "  data checker error: %s\n", e)
+		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(&b, "  data note: %s\n", n)
 		}
 	}
 	fmt.Fprintf(&b, "overruns: %d (work ended after the lease deadline; does not affect the verdict)\n", r.OverrunCount)
@@ -321,4 +365,32 @@ func completionOf(events []history.Event, i int) *history.Event {
 		}
 	}
 	return nil
+}
+
+// Verdicts says the lock-level and data-level verdicts side by side, for example
+// "lock: valid (with 3 overruns), data: invalid, 7 lost updates".
+func (r *Result) Verdicts() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lock: %s", r.LockValid)
+	var extra []string
+	if r.ViolationCount > 0 {
+		extra = append(extra, fmt.Sprintf("%d violations", r.ViolationCount))
+	}
+	if r.TokenRegressionCount > 0 {
+		extra = append(extra, fmt.Sprintf("%d token regressions", r.TokenRegressionCount))
+	}
+	if r.OverrunCount > 0 {
+		extra = append(extra, fmt.Sprintf("with %d overruns", r.OverrunCount))
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(extra, ", "))
+	}
+	if res := r.Resource; res != nil {
+		fmt.Fprintf(&b, ", data: %s", res.Valid)
+		if res.HasFinal {
+			fmt.Fprintf(&b, ", %d lost updates", res.LostUpdates)
+		}
+		fmt.Fprintf(&b, ", %d stale writes accepted", res.StaleWriteCount)
+	}
+	return b.String()
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// through LD_PRELOAD, each reading its offset from clock.offset in its own directory. That file
 	// outlives restarts: a node whose clock was wrong comes back with the same wrong clock.
 	ClockShim string
+	// NamePrefix names the nodes: prefix1, prefix2, ...; empty means "n". The harness runs the
+	// counter workload's resource as a one-node cluster named r1.
+	NamePrefix string
 }
 
 // Node is one redis-server of a local cluster.
@@ -137,8 +140,12 @@ func StartLocal(ctx context.Context, cfg Config) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NamePrefix == "" {
+		cfg.NamePrefix = "n"
+	}
 	for i := range cfg.Nodes {
-		n := &Node{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], Dir: filepath.Join(cfg.Dir, fmt.Sprintf("n%d", i+1))}
+		name := fmt.Sprintf("%s%d", cfg.NamePrefix, i+1)
+		n := &Node{Name: name, Port: ports[i], Dir: filepath.Join(cfg.Dir, name)}
 		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}

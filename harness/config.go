@@ -13,6 +13,7 @@ import (
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -41,6 +42,11 @@ type Config struct {
 	Name    string `json:"name"`
 	Lock    string `json:"lock"`
 	Nemesis string `json:"nemesis"`
+	// Workload is mutex (acquire, hold, release) or counter (a read-modify-write of a counter on a
+	// separate resource node under the lock); empty means mutex.
+	Workload string `json:"workload"`
+	// Guard is how the counter's resource checks writes: none, fencing or check-and-set.
+	Guard string `json:"guard,omitempty"`
 	// Nodes is the cluster size; zero means 5 for redlock and 1 for single.
 	Nodes        int      `json:"nodes"`
 	Persistence  string   `json:"persistence"`
@@ -86,6 +92,9 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("--nemesis: %w", err)
 	}
 	c.Nemesis = nemesis.JoinSpecs(specs)
+	if err := c.resolveWorkload(specs); err != nil {
+		return err
+	}
 	if c.Persistence == "" {
 		c.Persistence = string(clusters.PersistNone)
 	}
@@ -115,7 +124,7 @@ func (c *Config) Resolve() error {
 	}
 	if c.Nodes == 0 {
 		c.Nodes = 5
-		if c.Lock == "single" {
+		if c.Lock == "single" || c.Lock == "fenced" {
 			c.Nodes = 1
 		}
 	}
@@ -159,6 +168,9 @@ func (c *Config) Resolve() error {
 		c.Name = c.Lock + "-" + strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(c.Nemesis)
 		if c.Persistence != string(clusters.PersistNone) {
 			c.Name += "-" + c.Persistence
+		}
+		if c.Workload == "counter" {
+			c.Name += "-counter-" + c.Guard
 		}
 	}
 	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
@@ -220,4 +232,41 @@ func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
 	return e
+}
+
+// Workloads lists the workloads a run can drive.
+func Workloads() []string { return []string{"mutex", "counter"} }
+
+// resolveWorkload checks the workload, its guard, and the nemeses that need the counter workload.
+func (c *Config) resolveWorkload(specs []nemesis.Spec) error {
+	if c.Workload == "" {
+		c.Workload = "mutex"
+	}
+	switch c.Workload {
+	case "mutex":
+		if c.Guard != "" && c.Guard != string(resource.GuardNone) {
+			return fmt.Errorf("--guard %s needs a resource: use --workload counter", c.Guard)
+		}
+		c.Guard = ""
+		for _, s := range specs {
+			if s.Name == "client-pause" {
+				return fmt.Errorf("--nemesis client-pause pauses a process between its read and its write of the resource: use --workload counter")
+			}
+		}
+		return nil
+	case "counter":
+	default:
+		return fmt.Errorf("--workload: unknown workload %q: use one of %s", c.Workload, strings.Join(Workloads(), ", "))
+	}
+	if c.Guard == "" {
+		c.Guard = string(resource.GuardNone)
+	}
+	g, err := resource.ParseGuard(c.Guard)
+	if err != nil {
+		return fmt.Errorf("--guard: %w", err)
+	}
+	if g == resource.GuardFencing && !locks.GivesTokens(c.Lock) {
+		return fmt.Errorf("--guard fencing needs a lock that hands out fencing tokens, and --lock %s gives none: use --lock fenced, or --guard check-and-set", c.Lock)
+	}
+	return nil
 }

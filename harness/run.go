@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
@@ -92,6 +94,26 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		admin[n.Name] = n.Admin()
 		defer admin[n.Name].Close()
 	}
+	// The counter workload's resource: a node of its own, outside the lock's cluster, its links and
+	// its faults; clients reach it directly.
+	var store *resource.Store
+	var resNode *clusters.Node
+	if cfg.Workload == "counter" {
+		res, err := clusters.StartLocal(ctx, clusters.Config{
+			Nodes: 1, NamePrefix: "r", Dir: filepath.Join(dir, results.NodesDir),
+			Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+		})
+		if err != nil {
+			return nil, &StartError{fmt.Errorf("start resource node: %w", err)}
+		}
+		defer res.Close()
+		resNode = res.Nodes()[0]
+		store, err = resource.Open(resNode.Addr(), resource.Guard(cfg.Guard), cfg.Clients)
+		if err != nil {
+			return nil, &StartError{err}
+		}
+		defer store.Close()
+	}
 	linkSet := links.New()
 	defer linkSet.Close()
 	groups := cfg.GroupNames()
@@ -105,6 +127,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 
 	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Admin: admin, Log: log})
 	nemEnv.Cluster = cluster
+	var pauses *workloads.Pauses
+	if store != nil {
+		pauses = workloads.NewPauses()
+		nemEnv.Clients = pauses
+	}
 	if clocks, ok := any(cluster).(nemesis.Clocks); ok && cluster.ClockShim() {
 		nemEnv.Clocks = clocks
 	}
@@ -154,9 +181,17 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 			return locks.New(cfg.Lock, eps, lockOpts)
 		},
 	}
-	workload := workloads.Mutex{
+	var workload interface {
+		Run(context.Context, workloads.Env) error
+	} = workloads.Mutex{
 		Clients: cfg.Clients, Keys: cfg.Keys, TTL: time.Duration(cfg.TTL),
 		HoldMax: time.Duration(cfg.HoldMax), Seed: cfg.Seed,
+	}
+	if store != nil {
+		workload = workloads.Counter{
+			Clients: cfg.Clients, Keys: cfg.Keys, TTL: time.Duration(cfg.TTL), Seed: cfg.Seed,
+			Store: store, Pauses: pauses,
+		}
 	}
 
 	// Phases: faults until the time limit, then the nemesis heals, then the processes go on without
@@ -177,6 +212,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	stopProgress := status.show(progress, start, time.Duration(cfg.TimeLimit+cfg.Recovery))
 	wg.Wait()
 	stopProgress()
+	if resNode != nil {
+		// The final value of every counter goes into the history, so the check needs nothing else.
+		recordFinal(ctx, rec, resNode, cfg.KeyNames())
+	}
 	if err := rec.Close(); err != nil {
 		return nil, fmt.Errorf("run in %s crashed: %w", dir, err)
 	}
@@ -223,6 +262,30 @@ func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Re
 		return nil, err
 	}
 	return res, nil
+}
+
+// recordFinal reads each counter over the resource node's admin connection and records it as a
+// final operation of the harness. A read that fails is recorded as fail: the checker then has no
+// final value and says so.
+func recordFinal(ctx context.Context, rec *history.Recorder, node *clusters.Node, keys []string) {
+	admin := node.Admin()
+	defer admin.Close()
+	for _, k := range keys {
+		rec.Record(history.Event{Type: history.Invoke, Process: history.HarnessProcess, F: history.FFinal, Key: k})
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		v, err := admin.HGet(rctx, k, "value").Int64()
+		cancel()
+		ev := history.Event{Type: history.OK, Process: history.HarnessProcess, F: history.FFinal, Key: k}
+		switch {
+		case errors.Is(err, redis.Nil):
+			ev.Value = "0"
+		case err != nil:
+			ev.Type, ev.Error = history.Fail, err.Error()
+		default:
+			ev.Value = strconv.FormatInt(v, 10)
+		}
+		rec.Record(ev)
+	}
 }
 
 // Schedule is one nemesis's plan, as schedule.json stores it.

@@ -25,6 +25,14 @@ const (
 	// FWork is the protected work done under a lease: invoke when it starts, ok when it ends. Work that
 	// ends after the lease's deadline is an overrun.
 	FWork = "work"
+	// FRead reads the protected resource (counter workload): the ok completion's Value is what it read.
+	FRead = "read"
+	// FWrite writes the protected resource: Value is the value written and Token the lease's fencing
+	// token. ok means the resource accepted it, fail that its guard rejected it (a definite
+	// non-effect), info that the outcome is unknown.
+	FWrite = "write"
+	// FFinal is the harness's read of the resource after the run: Value is the final value of Key.
+	FFinal = "final"
 )
 
 // Nemesis effects: whether a nemesis operation begins a fault or heals one.
@@ -40,6 +48,9 @@ const FResetForward = "reset-forward"
 
 // NemesisProcess is the process id of the nemesis; client processes are numbered from 0.
 const NemesisProcess = -1
+
+// HarnessProcess is the process id of the harness's own operations (the final read of the resource).
+const HarnessProcess = -2
 
 // Event is one line of history.jsonl.
 //
@@ -70,6 +81,9 @@ type Event struct {
 	// invoke, the offset each target is being set to; on the completion, the offset measured on each
 	// node afterwards (Redis TIME against the harness clock).
 	Offsets map[string]int64 `json:"offsets,omitempty"`
+	// Guard is the resource's guard on write events of the counter workload (none, fencing,
+	// check-and-set): the checker's model of the resource depends on it.
+	Guard string `json:"guard,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }

@@ -109,7 +109,10 @@ func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
 }
 
 // Names lists the implementations New knows.
-func Names() []string { return []string{"redlock", "single"} }
+func Names() []string { return []string{"fenced", "redlock", "single"} }
+
+// GivesTokens reports whether the named lock hands out fencing tokens.
+func GivesTokens(name string) bool { return name == "fenced" }
 
 // New builds the named lock over the given nodes.
 func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
@@ -122,6 +125,8 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 		return newSingle(nodes[0], opts), nil
 	case "redlock":
 		return newRedlock(nodes, opts), nil
+	case "fenced":
+		return newFenced(nodes[0], opts), nil
 	}
 	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }

@@ -238,6 +238,9 @@ type Env struct {
 	Admin map[string]*redis.Client
 	// Keys are the lock keys the workload contends for.
 	Keys []string
+	// Clients pauses client processes; nil when the workload cannot (the mutex workload, or a
+	// configuration being checked before the run).
+	Clients ClientPauser
 
 	TTL         time.Duration
 	Interval    time.Duration
@@ -261,6 +264,7 @@ func builders() map[string]builder {
 		"latency":         buildLatency,
 		"pause":           buildPause,
 		"clock":           buildClock,
+		"client-pause":    buildClientPause,
 	}
 }
 

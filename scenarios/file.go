@@ -48,6 +48,22 @@ func Findings() map[string]func(*checker.Result) int {
 		"ok_in_faults": func(r *checker.Result) int { return r.Stats.OKInFaults },
 		// ok_wholly_in_faults: leases asked for and granted while a fault was certainly in effect.
 		"ok_wholly_in_faults": func(r *checker.Result) int { return r.Stats.OKWhollyInFaults },
+		// lost_updates: increments of the counter workload that the resource accepted and then lost.
+		"lost_updates": func(r *checker.Result) int {
+			if r.Resource == nil {
+				return 0
+			}
+			return int(r.Resource.LostUpdates)
+		},
+		// stale_writes: writes the resource accepted from a process whose lease had ended.
+		"stale_writes": func(r *checker.Result) int {
+			if r.Resource == nil {
+				return 0
+			}
+			return r.Resource.StaleWriteCount
+		},
+		// token_regressions: acquires handed a token not above one handed out before.
+		"token_regressions": func(r *checker.Result) int { return r.TokenRegressionCount },
 		// ok_acquires: leases granted at all.
 		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
 	}
@@ -83,7 +99,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fields are the top-level keys of a scenario file, each with how it is read into the scenario.
-var fieldDocs = []string{"name", "why", "lock", "nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 func Parse(file string, data []byte) (Scenario, error) {
@@ -138,6 +154,10 @@ func parse(data []byte) (Scenario, error) {
 			s.Why, err = str(v)
 		case "lock":
 			c.Lock, err = str(v)
+		case "workload":
+			c.Workload, err = str(v)
+		case "guard":
+			c.Guard, err = str(v)
 		case "persistence":
 			c.Persistence, err = str(v)
 		case "nodes":

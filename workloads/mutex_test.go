@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +108,37 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 	}
 	if infos == 0 {
 		t.Fatal("killing the node produced no indeterminate result: the test proved nothing about retired ids")
+	}
+}
+
+// A pause request catches the first process at its pause point and holds it until resumed.
+func TestPausesCatchAndResume(t *testing.T) {
+	p := NewPauses()
+	p.point(1) // nothing armed: no wait
+	var passes, stop atomic.Int64
+	go func() {
+		for stop.Load() == 0 {
+			p.point(3)
+			passes.Add(1)
+		}
+	}()
+	defer stop.Store(1)
+	pid, resume, err := p.Catch(context.Background())
+	if err != nil || pid != 3 {
+		t.Fatalf("caught p%d (%v), want p3", pid, err)
+	}
+	before := passes.Load()
+	time.Sleep(50 * time.Millisecond)
+	if passes.Load() != before {
+		t.Fatal("the caught process went on before it was resumed")
+	}
+	resume()
+	for passes.Load() == before {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := p.Catch(ctx); err == nil {
+		t.Error("Catch with a cancelled context must fail")
 	}
 }

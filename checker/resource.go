@@ -1,0 +1,568 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/resource"
+)
+
+// ResourceResult is the data-level verdict of a counter-workload history: did the counter the lock
+// protects come out right?
+type ResourceResult struct {
+	// Valid is the data-level verdict: the counter behaved as an atomic counter (porcupine) and no
+	// increment was lost.
+	Valid Verdict `json:"valid"`
+	// Guard is the resource's guard, as the history's writes name it.
+	Guard string `json:"guard"`
+	// Porcupine is porcupine's verdict on the counter model: "ok", "illegal" or "unknown".
+	Porcupine string `json:"porcupine"`
+	Segments  int    `json:"segments"`
+	// Reads, Writes count the resource operations; Writes split into accepted (ok), rejected by the
+	// guard (fail) and unknown (info).
+	Reads  Counts `json:"reads"`
+	Writes Counts `json:"writes"`
+	// Initial and Final are the counter values summed over keys; HasFinal is false when the history
+	// has no final value for some key, and lost updates cannot be counted.
+	Initial  int64 `json:"initial"`
+	Final    int64 `json:"final"`
+	HasFinal bool  `json:"has_final"`
+	// LostUpdates is accepted writes minus the counter's increase: increments that were accepted and
+	// then overwritten. Writes with unknown outcome could only add to it.
+	LostUpdates int64 `json:"lost_updates"`
+	// Phantom is how far the counters rose beyond every write that may have been accepted.
+	Phantom int64 `json:"phantom,omitempty"`
+	// StaleWrites are accepted writes made under a lease that had expired, or with a token lower than
+	// one the resource had already accepted.
+	StaleWrites     []StaleWrite `json:"stale_writes"`
+	StaleWriteCount int          `json:"stale_write_count"`
+	// RejectedStale counts writes the guard rejected that were made under an expired lease.
+	RejectedStale int      `json:"rejected_stale"`
+	Notes         []string `json:"notes"`
+	Errors        []string `json:"errors"`
+}
+
+// StaleWrite is an accepted write the resource should not have taken.
+type StaleWrite struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	Value   string `json:"value"`
+	Token   int64  `json:"token,omitempty"`
+	Read    int64  `json:"read"` // when the process read the value it wrote on
+	Invoke  int64  `json:"invoke"`
+	// Deadline of the lease the write was made under; Past is how long before the write it passed.
+	Deadline int64 `json:"deadline,omitempty"`
+	Past     int64 `json:"past,omitempty"`
+	// NewerToken is a higher token the resource had accepted before this write, if any.
+	NewerToken int64 `json:"newer_token,omitempty"`
+	// Pause is the client pause that stopped the process between its read and its write, if any.
+	Pause       string `json:"pause,omitempty"`
+	Description string `json:"description"`
+}
+
+// TokenRegression is an ok acquire whose fencing token is not above the token of an acquire of the
+// same key that completed before it was invoked: the lock's tokens went backwards.
+type TokenRegression struct {
+	Key         string   `json:"key"`
+	Earlier     HoldInfo `json:"earlier"`
+	Later       HoldInfo `json:"later"`
+	Cause       string   `json:"cause,omitempty"`
+	Description string   `json:"description"`
+}
+
+// Kinds of counter-model operations.
+const (
+	opRead      = iota // a read whose write was rejected or never made: returns the value
+	opInc              // read and accepted write: an atomic increment from the value read
+	opIncMaybe         // read and a write of unknown outcome: an increment or nothing
+	opWriteFail        // a write the guard rejected: the guard must reject it in that state
+	opFinal            // the harness's final read
+	opCarry            // synthetic: sets the state a segment starts from
+)
+
+type counterIn struct {
+	kind    int
+	process int
+	read    int64 // the value read (opRead, opInc, opIncMaybe, opWriteFail), or read by opFinal
+	token   int64
+	carry   counterState
+}
+
+// counterState is the resource: its value and the highest token it accepted.
+type counterState struct{ value, highest int64 }
+
+// counterModel is the counter protected by guard. An accepted increment must find the value its
+// process read (that is what mutual exclusion promises the data) and pass the guard; a rejected
+// write must be one the guard rejects in that state; a write of unknown outcome is either an
+// accepted increment or nothing. A lost update therefore cannot linearize, nor can a fencing guard
+// that accepted a token not above the highest, nor a rejection the guard had no reason for.
+func counterModel(guard resource.Guard) porcupine.Model {
+	apply := func(s counterState, in counterIn) counterState {
+		s.value = in.read + 1
+		if guard == resource.GuardFencing {
+			s.highest = max(s.highest, in.token)
+		}
+		return s
+	}
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{counterState{}} },
+		Step: func(state, input, _ any) []any {
+			s, in := state.(counterState), input.(counterIn)
+			switch in.kind {
+			case opCarry:
+				return []any{in.carry}
+			case opRead, opFinal:
+				if s.value == in.read {
+					return []any{s}
+				}
+			case opInc:
+				if s.value == in.read && guard.Accepts(s.value, s.highest, in.read, in.token) {
+					return []any{apply(s, in)}
+				}
+			case opIncMaybe:
+				if s.value == in.read && guard.Accepts(s.value, s.highest, in.read, in.token) {
+					return []any{s, apply(s, in)}
+				}
+				return []any{s}
+			case opWriteFail:
+				if !guard.Accepts(s.value, s.highest, in.read, in.token) {
+					return []any{s}
+				}
+			}
+			return nil
+		},
+		DescribeOperation: func(input, _ any) string {
+			in := input.(counterIn)
+			switch in.kind {
+			case opRead:
+				return fmt.Sprintf("p%d read %d", in.process, in.read)
+			case opInc:
+				return fmt.Sprintf("p%d increment %d→%d (token %d) accepted", in.process, in.read, in.read+1, in.token)
+			case opIncMaybe:
+				return fmt.Sprintf("p%d increment %d→%d (token %d) unknown", in.process, in.read, in.read+1, in.token)
+			case opWriteFail:
+				return fmt.Sprintf("p%d write %d (token %d) rejected", in.process, in.read+1, in.token)
+			case opFinal:
+				return fmt.Sprintf("final value %d", in.read)
+			}
+			return fmt.Sprintf("segment starts at value %d, highest token %d", in.carry.value, in.carry.highest)
+		},
+		DescribeState: func(state any) string {
+			s := state.(counterState)
+			return fmt.Sprintf("value %d, highest token %d", s.value, s.highest)
+		},
+	}
+	return nm.ToModel()
+}
+
+// resOp is one counter-model operation with its interval.
+type resOp struct {
+	in       counterIn
+	inv, ret int64
+}
+
+// checkResource runs the data-level check on the resource events of a history. holds are the
+// lock-level holds (for lease deadlines), faults the fault windows (to name the pause behind a stale
+// write). It returns nil when the history has no resource operations.
+func checkResource(events []history.Event, holds []hold, faults []FaultWindow, opts Options) *ResourceResult {
+	var (
+		r        = &ResourceResult{StaleWrites: []StaleWrite{}, Notes: []string{}, Errors: []string{}}
+		inflight = map[int]int{} // process -> invoke event index of its read or write
+		lastRead = map[int]int{} // process -> its latest read invoke (index), with the read's ok
+		readOK   = map[int]int64{}
+		readVal  = map[int]int64{}
+		byKey    = map[string][]resOp{}
+		finals   = map[string]int64{}
+		accepted = map[string]int64{} // key -> highest token accepted so far (in completion order)
+		keys     []string
+		seen     bool
+	)
+	addKey := func(k string) {
+		if _, ok := byKey[k]; !ok {
+			byKey[k] = nil
+			keys = append(keys, k)
+		}
+	}
+	// Latest hold of each process per key, for the lease a write was made under.
+	holdOf := map[int][]int{}
+	for i := range holds {
+		holdOf[holds[i].Process] = append(holdOf[holds[i].Process], i)
+	}
+	leaseAt := func(process int, key string, t int64) *hold {
+		hs := holdOf[process]
+		for j := len(hs) - 1; j >= 0; j-- {
+			h := &holds[hs[j]]
+			if h.key == key && h.Start <= t {
+				return h
+			}
+		}
+		return nil
+	}
+	for i := range events {
+		e := &events[i]
+		if e.F != history.FRead && e.F != history.FWrite && e.F != history.FFinal {
+			continue
+		}
+		seen = true
+		if e.Type == history.Invoke {
+			inflight[e.Process] = i
+			continue
+		}
+		j, ok := inflight[e.Process]
+		if !ok || events[j].F != e.F {
+			continue // parse has already rejected malformed client histories
+		}
+		delete(inflight, e.Process)
+		inv := &events[j]
+		key := inv.Key
+		addKey(key)
+		switch e.F {
+		case history.FFinal:
+			if e.Type == history.OK {
+				v, err := strconv.ParseInt(e.Value, 10, 64)
+				if err != nil {
+					r.Errors = append(r.Errors, fmt.Sprintf("final value %q of %s is not an integer", e.Value, key))
+					continue
+				}
+				finals[key] = v
+				byKey[key] = append(byKey[key], resOp{in: counterIn{kind: opFinal, read: v, process: -1}, inv: inv.Time, ret: e.Time})
+			}
+		case history.FRead:
+			r.Reads.add(e.Type)
+			if e.Type != history.OK {
+				continue
+			}
+			v, err := strconv.ParseInt(e.Value, 10, 64)
+			if err != nil {
+				r.Errors = append(r.Errors, fmt.Sprintf("read value %q of %s is not an integer", e.Value, key))
+				continue
+			}
+			lastRead[e.Process], readOK[e.Process], readVal[e.Process] = j, e.Time, v
+			// Until a write follows, this read stands alone; an accepted write replaces it below.
+			byKey[key] = append(byKey[key], resOp{in: counterIn{kind: opRead, process: e.Process, read: v}, inv: inv.Time, ret: e.Time})
+		case history.FWrite:
+			r.Writes.add(e.Type)
+			if r.Guard == "" {
+				r.Guard = inv.Guard
+			}
+			ri, ok := lastRead[e.Process]
+			if !ok {
+				r.Errors = append(r.Errors, fmt.Sprintf("p%d wrote %s without a read before", e.Process, key))
+				continue
+			}
+			delete(lastRead, e.Process)
+			read := readVal[e.Process]
+			in := counterIn{process: e.Process, read: read, token: inv.Token}
+			ops := byKey[key]
+			// The write belongs to the read just recorded for this process: find it and fold the two.
+			k := len(ops) - 1
+			for ; k >= 0; k-- {
+				if ops[k].in.kind == opRead && ops[k].in.process == e.Process && ops[k].inv == events[ri].Time {
+					break
+				}
+			}
+			switch e.Type {
+			case history.OK:
+				in.kind = opInc
+				if k >= 0 {
+					ops[k] = resOp{in: in, inv: events[ri].Time, ret: e.Time}
+				}
+			case history.Info:
+				in.kind = opIncMaybe
+				if k >= 0 {
+					// The read stays as its own operation; the write may take effect any time after.
+					ops = append(ops, resOp{in: in, inv: events[ri].Time, ret: math.MaxInt64})
+				}
+			case history.Fail:
+				in.kind = opWriteFail
+				ops = append(ops, resOp{in: in, inv: inv.Time, ret: e.Time})
+			}
+			byKey[key] = ops
+
+			h := leaseAt(e.Process, key, inv.Time)
+			expired := h != nil && h.Deadline != Never && inv.Time > h.Deadline
+			if e.Type == history.Fail && expired {
+				r.RejectedStale++
+			}
+			if e.Type == history.OK {
+				newer := accepted[key]
+				if expired || (inv.Token > 0 && newer > inv.Token) {
+					sw := StaleWrite{Key: key, Process: e.Process, Value: inv.Value, Token: inv.Token, Read: events[ri].Time, Invoke: inv.Time}
+					if expired {
+						sw.Deadline, sw.Past = h.Deadline, inv.Time-h.Deadline
+					}
+					if inv.Token > 0 && newer > inv.Token {
+						sw.NewerToken = newer
+					}
+					sw.Pause = pauseOf(faults, e.Process, sw.Read, sw.Invoke)
+					sw.Description = describeStale(&sw)
+					r.StaleWriteCount++
+					if len(r.StaleWrites) < opts.MaxViolations {
+						r.StaleWrites = append(r.StaleWrites, sw)
+					}
+				}
+				accepted[key] = max(accepted[key], inv.Token)
+			}
+		}
+	}
+	if !seen {
+		return nil
+	}
+	guard, err := resource.ParseGuard(r.Guard)
+	if r.Guard == "" {
+		guard, err = resource.GuardNone, nil
+		r.Guard = string(guard)
+	}
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+		r.Valid = Unknown
+		return r
+	}
+	sort.Strings(keys)
+
+	// Lost updates: every accepted increment should have raised the counter by one.
+	r.HasFinal = len(keys) > 0
+	for _, k := range keys {
+		v, ok := finals[k]
+		if !ok {
+			r.HasFinal = false
+			continue
+		}
+		r.Final += v
+	}
+	if r.HasFinal {
+		r.LostUpdates = int64(r.Writes.OK) - (r.Final - r.Initial)
+		if int64(r.Writes.OK+r.Writes.Info) < r.Final-r.Initial {
+			// More increments than writes: the data was changed by something else. A concrete
+			// counterexample, like a lost update.
+			r.Phantom = r.Final - r.Initial - int64(r.Writes.OK+r.Writes.Info)
+			r.Notes = append(r.Notes, fmt.Sprintf("the counters rose by %d but only %d writes may have been accepted", r.Final-r.Initial, r.Writes.OK+r.Writes.Info))
+		}
+		r.LostUpdates = max(r.LostUpdates, 0)
+	} else {
+		r.Notes = append(r.Notes, "the history has no final value of some counter, so lost updates were not counted")
+	}
+
+	// Porcupine on the counter model, one key at a time, cut at quiet points.
+	model := counterModel(guard)
+	began := time.Now()
+	result := porcupine.Ok
+	for _, k := range keys {
+		for _, seg := range counterSegments(byKey[k], guard) {
+			r.Segments++
+			timeout := time.Duration(0)
+			if opts.Timeout > 0 {
+				timeout = max(opts.Timeout-time.Since(began), time.Millisecond)
+			}
+			var res porcupine.CheckResult
+			if len(seg) > maxSegmentOps {
+				res = porcupine.Unknown
+				r.Notes = append(r.Notes, fmt.Sprintf("a segment of %s had %d operations, more than porcupine is given", k, len(seg)))
+			} else {
+				res = porcupine.CheckOperationsTimeout(model, seg, timeout)
+			}
+			switch {
+			case res == porcupine.Illegal:
+				result = porcupine.Illegal
+			case res == porcupine.Unknown && result == porcupine.Ok:
+				result = porcupine.Unknown
+			}
+			if result == porcupine.Illegal {
+				break
+			}
+		}
+		if result == porcupine.Illegal {
+			break
+		}
+	}
+	r.Porcupine = porcupineWord(result)
+
+	// Verdict. A lost update is a concrete counterexample; porcupine must agree with it.
+	switch {
+	case len(r.Errors) > 0:
+		r.Valid = Unknown
+	case result == porcupine.Illegal:
+		r.Valid = Invalid
+	case (r.LostUpdates > 0 || r.Phantom > 0) && result == porcupine.Ok:
+		r.Valid = Unknown
+		r.Errors = append(r.Errors, fmt.Sprintf("checker disagreement: porcupine linearized the counter but %d updates were lost and %d appeared from nowhere", r.LostUpdates, r.Phantom))
+	case r.LostUpdates > 0 || r.Phantom > 0:
+		r.Valid = Invalid
+	case result == porcupine.Unknown:
+		r.Valid = Unknown
+	default:
+		r.Valid = Valid
+	}
+	return r
+}
+
+// counterSegments orders a key's operations and cuts them where no operation is in flight. Every
+// operation before such a point precedes every one after it, so the state there is the end state of
+// the part before; in a linearizable part that is determined: the value rose by one per accepted
+// increment and the highest token is the highest accepted. A part with a write of unknown outcome
+// has no determined end state, but such a write never returns, so nothing after it is cut off. Each
+// later part starts with a synthetic operation that sets that state. A part before an illegal one
+// is illegal itself or the whole is, so checking the parts separately is exact.
+func counterSegments(ops []resOp, guard resource.Guard) [][]porcupine.Operation {
+	slices.SortStableFunc(ops, func(a, b resOp) int {
+		if a.inv != b.inv {
+			return cmpInt(a.inv, b.inv)
+		}
+		return cmpInt(a.ret, b.ret)
+	})
+	var segs [][]porcupine.Operation
+	var cur []porcupine.Operation
+	state := counterState{}
+	next := state
+	var reach int64 = math.MinInt64
+	for _, op := range ops {
+		if len(cur) > 0 && op.inv > reach {
+			segs = append(segs, cur)
+			state = next
+			cur = []porcupine.Operation{{ClientId: -1, Input: counterIn{kind: opCarry, carry: state}, Call: op.inv - 1, Return: op.inv - 1}}
+		}
+		if op.in.kind == opInc {
+			next.value++
+			if guard == resource.GuardFencing {
+				next.highest = max(next.highest, op.in.token)
+			}
+		}
+		reach = max(reach, op.ret)
+		cur = append(cur, porcupine.Operation{ClientId: op.in.process, Input: op.in, Call: op.inv, Return: op.ret})
+	}
+	if len(cur) > 0 {
+		segs = append(segs, cur)
+	}
+	return segs
+}
+
+func (c *Counts) add(t history.Type) {
+	switch t {
+	case history.OK:
+		c.OK++
+	case history.Fail:
+		c.Fail++
+	case history.Info:
+		c.Info++
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pauseOf names the client pause of process that began after its read and before its write.
+func pauseOf(faults []FaultWindow, process int, read, write int64) string {
+	name := "p" + strconv.Itoa(process)
+	for _, f := range faults {
+		if f.Fault == "client-pause" && slices.Contains(f.Nodes, name) && f.Start >= read && f.Start <= write {
+			return f.describe()
+		}
+	}
+	return ""
+}
+
+func describeStale(s *StaleWrite) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key %s: p%d wrote %s at %s", s.Key, s.Process, s.Value, FormatTime(s.Invoke))
+	if s.Token > 0 {
+		fmt.Fprintf(&b, " with token %d", s.Token)
+	}
+	var why []string
+	if s.Past > 0 {
+		why = append(why, fmt.Sprintf("%s after its lease ended at %s", FormatSpan(s.Past), FormatTime(s.Deadline)))
+	}
+	if s.NewerToken > 0 {
+		why = append(why, fmt.Sprintf("after the resource had accepted token %d", s.NewerToken))
+	}
+	b.WriteString(", " + strings.Join(why, " and ") + ", and the resource accepted it")
+	if s.Pause != "" {
+		b.WriteString("; paused by " + s.Pause)
+	}
+	return b.String()
+}
+
+// tokenRegressions counts ok acquires whose token is not above the token of an acquire of the same
+// key that completed before they were invoked, and lists the first of each run of them (in invoke
+// order) with the faults in between.
+func tokenRegressions(events []history.Event, p *parsed, max int) (count int, out []TokenRegression) {
+	byKey := map[string][]int{}
+	for i := range p.holds {
+		if p.holds[i].Token > 0 {
+			byKey[p.holds[i].key] = append(byKey[p.holds[i].key], i)
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ids := byKey[k]
+		byStart := slices.Clone(ids)
+		sort.SliceStable(byStart, func(a, b int) bool { return p.holds[byStart[a]].Start < p.holds[byStart[b]].Start })
+		byInvoke := slices.Clone(ids)
+		sort.SliceStable(byInvoke, func(a, b int) bool { return p.holds[byInvoke[a]].Invoke < p.holds[byInvoke[b]].Invoke })
+		best, n := -1, 0 // the completed acquire with the highest token so far
+		prev := false    // whether the previous acquire went backwards too
+		for _, id := range byInvoke {
+			h := &p.holds[id]
+			for n < len(byStart) && p.holds[byStart[n]].Start < h.Invoke {
+				if best < 0 || p.holds[byStart[n]].Token > p.holds[best].Token {
+					best = byStart[n]
+				}
+				n++
+			}
+			if best < 0 || h.Token > p.holds[best].Token {
+				prev = false
+				continue
+			}
+			count++
+			// Once a counter is reset every acquire goes backwards until the tokens pass the old
+			// highest again; the first of such a run is the one to explain.
+			first := !prev
+			prev = true
+			if !first || len(out) >= max {
+				continue
+			}
+			a := &p.holds[best]
+			tr := TokenRegression{Key: k, Earlier: a.HoldInfo, Later: h.HoldInfo}
+			var hits []string
+			for _, ni := range p.nemesis {
+				e := &events[ni]
+				if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < a.Invoke || e.Time > h.Start {
+					continue
+				}
+				for _, node := range e.Nodes {
+					if slices.Contains(h.Nodes, node) {
+						hits = append(hits, describeNemesisEvent(*e, nil))
+						break
+					}
+				}
+			}
+			if len(hits) > 0 {
+				tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.Nodes, " "))
+			} else {
+				tr.Cause = "no fault hit " + strings.Join(h.Nodes, " ") + " in between: the lock itself handed out a lower token"
+			}
+			tr.Description = fmt.Sprintf("key %s: p%d got token %d at %s after p%d had got token %d at %s; %s",
+				k, h.Process, h.Token, FormatTime(h.Start), a.Process, a.Token, FormatTime(a.Start), tr.Cause)
+			out = append(out, tr)
+		}
+	}
+	return count, out
+}

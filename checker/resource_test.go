@@ -1,0 +1,208 @@
+package checker
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// counterHist builds counter-workload histories by hand, on a millisecond clock.
+type counterHist struct {
+	evs   []history.Event
+	guard string
+}
+
+func (h *counterHist) add(e history.Event) {
+	e.Index = int64(len(h.evs))
+	h.evs = append(h.evs, e)
+}
+
+// cycle is one process's lock cycle: acquire at t (deadline t+ttl), read v at t+1, write v+1 at
+// wt with outcome, release at wt+1.
+func (h *counterHist) cycle(p int, t, ttl int64, token, v, wt int64, outcome history.Type) {
+	h.add(history.Event{Time: t, Type: history.Invoke, Process: p, F: history.FAcquire, Key: "k"})
+	h.add(history.Event{Time: t, Type: history.OK, Process: p, F: history.FAcquire, Key: "k", Value: "l" + strconv.Itoa(p), Token: token, Deadline: t + ttl, Nodes: []string{"n1"}})
+	h.add(history.Event{Time: t + 1, Type: history.Invoke, Process: p, F: history.FRead, Key: "k"})
+	h.add(history.Event{Time: t + 1, Type: history.OK, Process: p, F: history.FRead, Key: "k", Value: strconv.FormatInt(v, 10)})
+	val := strconv.FormatInt(v+1, 10)
+	h.add(history.Event{Time: wt, Type: history.Invoke, Process: p, F: history.FWrite, Key: "k", Value: val, Token: token, Guard: h.guard})
+	h.add(history.Event{Time: wt, Type: outcome, Process: p, F: history.FWrite, Key: "k", Value: val, Token: token, Guard: h.guard})
+	h.add(history.Event{Time: wt + 1, Type: history.Invoke, Process: p, F: history.FRelease, Key: "k", Value: "l" + strconv.Itoa(p)})
+	h.add(history.Event{Time: wt + 1, Type: history.OK, Process: p, F: history.FRelease, Key: "k", Value: "l" + strconv.Itoa(p)})
+}
+
+func (h *counterHist) final(t, v int64) {
+	h.add(history.Event{Time: t, Type: history.Invoke, Process: history.HarnessProcess, F: history.FFinal, Key: "k"})
+	h.add(history.Event{Time: t, Type: history.OK, Process: history.HarnessProcess, F: history.FFinal, Key: "k", Value: strconv.FormatInt(v, 10)})
+}
+
+func (h *counterHist) pause(p int, from, to int64) {
+	name := "p" + strconv.Itoa(p)
+	for _, e := range []history.Event{
+		{Time: from, Type: history.Invoke, F: "pause", Effect: history.EffectFault},
+		{Time: from, Type: history.Info, F: "pause", Effect: history.EffectFault},
+		{Time: to, Type: history.Invoke, F: "resume", Effect: history.EffectHeal},
+		{Time: to, Type: history.Info, F: "resume", Effect: history.EffectHeal},
+	} {
+		e.Process, e.Fault, e.Nodes = history.NemesisProcess, "client-pause", []string{name}
+		h.add(e)
+	}
+}
+
+func sortByTime(evs []history.Event) {
+	// Stable insertion sort: the builders append mostly in order.
+	for i := 1; i < len(evs); i++ {
+		for j := i; j > 0 && evs[j].Time < evs[j-1].Time; j-- {
+			evs[j], evs[j-1] = evs[j-1], evs[j]
+		}
+	}
+}
+
+func mustCheckCounter(t *testing.T, evs []history.Event) *Result {
+	t.Helper()
+	sortByTime(evs)
+	r, err := Check(evs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Resource == nil {
+		t.Fatal("no resource result for a counter history")
+	}
+	return r
+}
+
+// pausedRun is Kleppmann's case: p0 reads 0 and is paused past its lease; p1 and p2 increment to 2
+// with higher tokens; p0 then writes 1 with its old token.
+func pausedRun(guard string, p0 history.Type, final int64) *counterHist {
+	h := &counterHist{guard: guard}
+	h.add(history.Event{Time: 0, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"})
+	h.add(history.Event{Time: 0, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Value: "l0", Token: 1, Deadline: 10, Nodes: []string{"n1"}})
+	h.add(history.Event{Time: 1, Type: history.Invoke, Process: 0, F: history.FRead, Key: "k"})
+	h.add(history.Event{Time: 1, Type: history.OK, Process: 0, F: history.FRead, Key: "k", Value: "0"})
+	h.pause(0, 2, 40)
+	h.cycle(1, 11, 10, 2, 0, 13, history.OK)
+	h.cycle(2, 20, 10, 3, 1, 22, history.OK)
+	h.add(history.Event{Time: 41, Type: history.Invoke, Process: 0, F: history.FWrite, Key: "k", Value: "1", Token: 1, Guard: guard})
+	h.add(history.Event{Time: 42, Type: p0, Process: 0, F: history.FWrite, Key: "k", Value: "1", Token: 1, Guard: guard})
+	h.add(history.Event{Time: 43, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k", Value: "l0"})
+	h.add(history.Event{Time: 43, Type: history.Fail, Process: 0, F: history.FRelease, Key: "k", Value: "l0"})
+	h.final(50, final)
+	return h
+}
+
+func TestLostUpdateIsDetected(t *testing.T) {
+	r := mustCheckCounter(t, pausedRun("none", history.OK, 1).evs)
+	res := r.Resource
+	if res.Valid != Invalid || res.Porcupine != "illegal" || res.LostUpdates != 2 {
+		t.Fatalf("want data invalid with 2 lost updates, got %v, porcupine %s, %d lost\n%s", res.Valid, res.Porcupine, res.LostUpdates, r.Summary())
+	}
+	if r.LockValid != Valid || r.Valid != Invalid {
+		t.Errorf("want lock valid and run invalid, got lock %v run %v", r.LockValid, r.Valid)
+	}
+	if res.StaleWriteCount != 1 || !strings.Contains(res.StaleWrites[0].Pause, "p0") || res.StaleWrites[0].NewerToken != 3 {
+		t.Errorf("want p0's write listed as stale with its pause and the newer token 3: %+v", res.StaleWrites)
+	}
+	if r.OverrunCount != 1 {
+		t.Errorf("want the paused client's overrun, got %d", r.OverrunCount)
+	}
+	if !strings.Contains(r.Summary(), "lock: valid (with 1 overruns), data: invalid, 2 lost updates") {
+		t.Errorf("summary does not give both verdicts:\n%s", r.Summary())
+	}
+}
+
+func TestFencingRejectsThePausedWrite(t *testing.T) {
+	r := mustCheckCounter(t, pausedRun("fencing", history.Fail, 2).evs)
+	res := r.Resource
+	if res.Valid != Valid || r.Valid != Valid || res.LostUpdates != 0 || res.StaleWriteCount != 0 || res.RejectedStale != 1 {
+		t.Fatalf("want data valid, no lost or stale writes, one stale write rejected:\n%s", r.Summary())
+	}
+	if r.OverrunCount != 1 {
+		t.Errorf("the overrun check must still show the paused client, got %d overruns", r.OverrunCount)
+	}
+}
+
+// A guard that accepted a token below the highest is caught by the model even when the counter
+// happens to come out right.
+func TestBuggyFencingGuardIsCaught(t *testing.T) {
+	h := &counterHist{guard: "fencing"}
+	h.cycle(0, 0, 10, 5, 0, 2, history.OK)
+	h.cycle(1, 10, 10, 4, 1, 12, history.OK) // token 4 after 5 was accepted
+	h.final(20, 2)
+	r := mustCheckCounter(t, h.evs)
+	if r.Resource.Valid != Invalid || r.Resource.Porcupine != "illegal" || r.Resource.LostUpdates != 0 {
+		t.Fatalf("want illegal with no lost updates:\n%s", r.Summary())
+	}
+	if r.Resource.StaleWriteCount != 1 || r.Resource.StaleWrites[0].NewerToken != 5 {
+		t.Errorf("want the lower-token write listed: %+v", r.Resource.StaleWrites)
+	}
+	// And a rejection the guard had no reason for is illegal too.
+	h = &counterHist{guard: "fencing"}
+	h.cycle(0, 0, 10, 5, 0, 2, history.Fail)
+	h.final(20, 0)
+	if r := mustCheckCounter(t, h.evs); r.Resource.Valid != Invalid {
+		t.Fatalf("want an unjustified rejection illegal:\n%s", r.Summary())
+	}
+}
+
+func TestCheckAndSetAndUnknownWrites(t *testing.T) {
+	r := mustCheckCounter(t, pausedRun("check-and-set", history.Fail, 2).evs)
+	if r.Resource.Valid != Valid {
+		t.Fatalf("check-and-set rejecting the stale write: want valid:\n%s", r.Summary())
+	}
+	// A write of unknown outcome may have happened or not: both finals are valid, a third is not.
+	for final, want := range map[int64]Verdict{1: Valid, 2: Valid, 3: Invalid} {
+		h := &counterHist{guard: "none"}
+		h.cycle(0, 0, 10, 0, 0, 2, history.OK)
+		h.cycle(1, 10, 10, 0, 1, 12, history.Info)
+		h.final(20, final)
+		if r := mustCheckCounter(t, h.evs); r.Resource.Valid != want {
+			t.Errorf("final %d: want %v, got %v\n%s", final, want, r.Resource.Valid, r.Summary())
+		}
+	}
+}
+
+func TestTokenRegressionIsFound(t *testing.T) {
+	h := &counterHist{guard: "fencing"}
+	h.cycle(0, 0, 10, 7, 0, 2, history.OK)
+	h.add(history.Event{Time: 5, Type: history.Invoke, Process: history.NemesisProcess, F: "kill", Fault: "restart", Effect: history.EffectFault, Nodes: []string{"n1"}})
+	h.add(history.Event{Time: 6, Type: history.Info, Process: history.NemesisProcess, F: "kill", Fault: "restart", Effect: history.EffectFault, Nodes: []string{"n1"}})
+	h.cycle(1, 10, 10, 1, 1, 12, history.Fail)
+	h.cycle(2, 14, 10, 2, 1, 16, history.Fail)
+	h.final(20, 1)
+	r := mustCheckCounter(t, h.evs)
+	if r.TokenRegressionCount != 2 || len(r.TokenRegressions) != 1 || r.LockValid != Invalid || r.Resource.Valid != Valid {
+		t.Fatalf("want one token regression, lock invalid, data valid:\n%s", r.Summary())
+	}
+	if c := r.TokenRegressions[0].Cause; !strings.Contains(c, "kill n1") {
+		t.Errorf("cause does not name the kill: %q", c)
+	}
+}
+
+// Many sequential increments are cut into segments; a long valid history checks quickly and a lost
+// update deep inside it is still found.
+func TestCounterSegments(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		h := &counterHist{guard: "none"}
+		v := int64(0)
+		for i := range 2000 {
+			t0 := int64(i * 10)
+			read := v
+			if lose && i == 1500 {
+				read = v - 1
+			}
+			h.cycle(i%7, t0, 8, 0, read, t0+3, history.OK)
+			v = read + 1
+		}
+		h.final(30000, v)
+		r := mustCheckCounter(t, h.evs)
+		want := Valid
+		if lose {
+			want = Invalid
+		}
+		if r.Resource.Valid != want || r.Resource.Segments < 1000 {
+			t.Errorf("lose=%v: want %v in many segments, got %v in %d\n%s", lose, want, r.Resource.Valid, r.Resource.Segments, r.Summary())
+		}
+	}
+}

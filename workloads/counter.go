@@ -1,0 +1,191 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/resource"
+)
+
+// Counter is the counter workload: each process acquires a lock key, reads that key's counter from
+// the resource, writes the value plus one through the resource's guard, and releases. The write is
+// made whatever the lease's remaining validity: a process paused between its read and its write
+// does not know it was paused, which is the case Kleppmann's argument is about.
+//
+// Reads and writes are recorded with the lock key as Key; the write carries the lease's token.
+// Work after the deadline shows as an overrun because the checker counts reads and writes as work.
+type Counter struct {
+	Clients int
+	Keys    int
+	TTL     time.Duration
+	// ThinkMax bounds the pause between a process's operations. Default 20ms.
+	ThinkMax time.Duration
+	// OpTimeout bounds each read and write on the resource. Default TTL/4.
+	OpTimeout time.Duration
+	Seed      uint64
+	// Store is the resource; shared by every process.
+	Store *resource.Store
+	// Pauses, if not nil, lets the client-pause nemesis stop a process between its read and write.
+	Pauses *Pauses
+}
+
+// Run drives the processes until ctx is done; each finishes its current lock cycle first.
+func (c Counter) Run(ctx context.Context, env Env) error {
+	if c.Clients < 1 || c.Keys < 1 || c.TTL <= 0 || c.Store == nil {
+		return fmt.Errorf("counter workload: clients, keys, ttl and a resource store are required")
+	}
+	if c.ThinkMax <= 0 {
+		c.ThinkMax = 20 * time.Millisecond
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = c.TTL / 4
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, c.Clients)
+	for slot := range c.Clients {
+		wg.Go(func() { errs[slot] = c.process(ctx, env, slot) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c Counter) process(ctx context.Context, env Env, slot int) error {
+	rng := rand.New(rand.NewPCG(c.Seed, uint64(slot)+1))
+	rec := env.Recorder
+	pid := slot
+	locker, err := env.NewLocker(pid)
+	if err != nil {
+		return err
+	}
+	defer func() { locker.Close() }()
+	opCtx := context.WithoutCancel(ctx)
+	crash := func() error {
+		locker.Close()
+		pid += c.Clients
+		locker, err = env.NewLocker(pid)
+		return err
+	}
+	for ctx.Err() == nil {
+		key := KeyName(rng.IntN(c.Keys))
+		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FAcquire, Key: key})
+		actx, cancel := context.WithTimeout(opCtx, c.TTL)
+		lease, err := locker.Acquire(actx, key, c.TTL)
+		cancel()
+		if err != nil {
+			rec.Record(history.Event{Type: completion(err), Process: pid, F: history.FAcquire, Key: key, Error: err.Error()})
+			if locks.IsIndeterminate(err) {
+				if err := crash(); err != nil {
+					return err
+				}
+			}
+			sleep(ctx, randDuration(rng, c.ThinkMax))
+			continue
+		}
+		rec.Record(history.Event{
+			Type: history.OK, Process: pid, F: history.FAcquire, Key: key,
+			Value: lease.Value, Token: lease.Token, Deadline: rec.At(lease.Deadline),
+			Validity: int64(lease.Validity), Nodes: lease.Nodes,
+		})
+
+		// An unknown resource outcome retires the process id, as an unknown lock outcome does.
+		retire := c.update(opCtx, rec, pid, key, lease.Token)
+
+		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRelease, Key: key, Value: lease.Value})
+		rctx, cancel := context.WithTimeout(opCtx, c.TTL)
+		err = locker.Release(rctx, lease)
+		cancel()
+		ev := history.Event{Type: history.OK, Process: pid, F: history.FRelease, Key: key, Value: lease.Value}
+		if err != nil {
+			ev.Type, ev.Error = completion(err), err.Error()
+		}
+		rec.Record(ev)
+		if retire || locks.IsIndeterminate(err) {
+			if err := crash(); err != nil {
+				return err
+			}
+		}
+		sleep(ctx, randDuration(rng, c.ThinkMax))
+	}
+	return nil
+}
+
+// update is the read-modify-write under the lease. It reports whether an outcome was unknown.
+func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, key string, token int64) (unknown bool) {
+	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRead, Key: key})
+	rctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
+	v, err := c.Store.Read(rctx, key)
+	cancel()
+	if err != nil {
+		// A read changes nothing, so a failed one is a definite non-effect.
+		rec.Record(history.Event{Type: history.Fail, Process: pid, F: history.FRead, Key: key, Error: err.Error()})
+		return false
+	}
+	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Value: strconv.FormatInt(v, 10)})
+
+	c.Pauses.point(pid)
+
+	next := strconv.FormatInt(v+1, 10)
+	guard := string(c.Store.Guard())
+	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: guard})
+	wctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
+	err = c.Store.Write(wctx, key, v+1, token, v)
+	cancel()
+	ev := history.Event{Type: history.OK, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: guard}
+	switch {
+	case errors.Is(err, resource.ErrRejected):
+		ev.Type, ev.Error = history.Fail, err.Error()
+	case err != nil:
+		ev.Type, ev.Error = history.Info, err.Error()
+		unknown = true
+	}
+	rec.Record(ev)
+	return unknown
+}
+
+// Pauses lets the client-pause nemesis stop a process between its read and its write, as a
+// stop-the-world garbage collection would. A goroutine cannot be stopped from outside, so the
+// workload cooperates: every process passes a pause point, and a pause request waiting there catches
+// the first process that comes by.
+type Pauses struct{ req chan pauseReq }
+
+type pauseReq struct {
+	caught chan int
+	resume chan struct{}
+}
+
+// NewPauses makes the rendezvous between the nemesis and the workload.
+func NewPauses() *Pauses { return &Pauses{req: make(chan pauseReq)} }
+
+// Catch waits until a process reaches its pause point and stops it there. It returns the process id
+// and resume, which lets the process go on; resume may be called more than once.
+func (p *Pauses) Catch(ctx context.Context) (int, func(), error) {
+	r := pauseReq{caught: make(chan int, 1), resume: make(chan struct{})}
+	select {
+	case p.req <- r:
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+	pid := <-r.caught
+	var once sync.Once
+	return pid, func() { once.Do(func() { close(r.resume) }) }, nil
+}
+
+// point is the pause point. Without a waiting request it costs one non-blocking channel receive.
+func (p *Pauses) point(pid int) {
+	if p == nil {
+		return
+	}
+	select {
+	case r := <-p.req:
+		r.caught <- pid
+		<-r.resume
+	default:
+	}
+}
