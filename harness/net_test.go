@@ -16,7 +16,7 @@ func TestRedlockClientMajorityPartition(t *testing.T) {
 	const clients = 6
 	out := run(t, Config{
 		Lock: "redlock", Nemesis: "partition:kind=client-majority:group=c1:duration=1500ms", Clients: clients, ClientGroups: 2,
-		Keys: 1, Seed: 2, TTL: Duration(time.Second), TimeLimit: Duration(6 * time.Second), Recovery: Duration(500 * time.Millisecond),
+		Keys: 1, Seed: 2, NodeTimeout: Duration(200 * time.Millisecond), TTL: Duration(time.Second), TimeLimit: Duration(6 * time.Second), Recovery: Duration(500 * time.Millisecond),
 		Interval: Duration(2 * time.Second),
 	})
 	if out.Result.Valid != checker.Valid || len(out.Errors) > 0 {

@@ -64,7 +64,7 @@ func TestSingleRestartIsInvalid(t *testing.T) {
 
 func TestRedlockWithoutFaultsIsValid(t *testing.T) {
 	out := run(t, Config{
-		Lock: "redlock", Nemesis: "none", Clients: 8, Keys: 2, Seed: 4,
+		Lock: "redlock", Nemesis: "none", Clients: 8, Keys: 2, Seed: 4, NodeTimeout: Duration(200 * time.Millisecond),
 		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),
 	})
 	if out.Result.Valid != checker.Valid {
@@ -79,7 +79,7 @@ func TestRedlockWithoutFaultsIsValid(t *testing.T) {
 // up the lock is still granted.
 func TestRedlockDelayedRestartIsValid(t *testing.T) {
 	out := run(t, Config{
-		Lock: "redlock", Nemesis: "restart-delayed", Clients: 8, Keys: 1, Seed: 5,
+		Lock: "redlock", Nemesis: "restart-delayed", Clients: 8, Keys: 1, Seed: 5, NodeTimeout: Duration(100 * time.Millisecond),
 		TTL: Duration(500 * time.Millisecond), TimeLimit: Duration(10 * time.Second), Recovery: Duration(500 * time.Millisecond),
 		Interval: Duration(time.Second),
 	})
@@ -102,7 +102,7 @@ func TestRedlockDelayedRestartIsValid(t *testing.T) {
 // empty nodes while the first still holds the lock.
 func TestRedlockRestartIsInvalid(t *testing.T) {
 	out := run(t, Config{
-		Lock: "redlock", Nemesis: "restart", Clients: 10, Keys: 1, Seed: 1,
+		Lock: "redlock", Nemesis: "restart", Clients: 10, Keys: 1, Seed: 1, NodeTimeout: Duration(200 * time.Millisecond),
 		TTL: Duration(time.Second), TimeLimit: Duration(15 * time.Second), Recovery: Duration(500 * time.Millisecond),
 		Interval: Duration(1500 * time.Millisecond),
 	})
