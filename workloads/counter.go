@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
-	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/resource"
 )
 
@@ -47,69 +46,32 @@ func (c Counter) Run(ctx context.Context, env Env) error {
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = c.TTL / 4
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, c.Clients)
-	for slot := range c.Clients {
-		wg.Go(func() { errs[slot] = c.process(ctx, env, slot) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return runSlots(c.Clients, func(slot int) error { return c.process(ctx, env, slot) })
 }
 
 func (c Counter) process(ctx context.Context, env Env, slot int) error {
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(slot)+1))
-	rec := env.Recorder
-	pid := slot
-	locker, err := env.NewLocker(pid)
+	cl, err := newClient(ctx, env, slot, c.Clients, c.TTL)
 	if err != nil {
 		return err
 	}
-	defer func() { locker.Close() }()
-	opCtx := context.WithoutCancel(ctx)
-	crash := func() error {
-		locker.Close()
-		pid += c.Clients
-		locker, err = env.NewLocker(pid)
-		return err
-	}
+	defer cl.close()
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(c.Keys))
-		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FAcquire, Key: key})
-		actx, cancel := context.WithTimeout(opCtx, c.TTL)
-		lease, err := locker.Acquire(actx, key, c.TTL)
-		cancel()
+		lease, err := cl.acquire(key)
 		if err != nil {
-			rec.Record(history.Event{Type: completion(err), Process: pid, F: history.FAcquire, Key: key, Error: err.Error()})
-			if locks.IsIndeterminate(err) {
-				if err := crash(); err != nil {
-					return err
-				}
-			}
+			return err
+		}
+		if lease == nil {
 			sleep(ctx, randDuration(rng, c.ThinkMax))
 			continue
 		}
-		rec.Record(history.Event{
-			Type: history.OK, Process: pid, F: history.FAcquire, Key: key,
-			Value: lease.Value, Token: lease.Token, Deadline: rec.At(lease.Deadline),
-			Validity: int64(lease.Validity), Nodes: lease.Nodes,
-		})
 
 		// An unknown resource outcome retires the process id, as an unknown lock outcome does.
-		retire := c.update(opCtx, rec, pid, key, lease.Token)
+		retire := c.update(cl.opCtx, env.Recorder, cl.pid, key, lease.Token)
 
-		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRelease, Key: key, Value: lease.Value})
-		rctx, cancel := context.WithTimeout(opCtx, c.TTL)
-		err = locker.Release(rctx, lease)
-		cancel()
-		ev := history.Event{Type: history.OK, Process: pid, F: history.FRelease, Key: key, Value: lease.Value}
-		if err != nil {
-			ev.Type, ev.Error = completion(err), err.Error()
-		}
-		rec.Record(ev)
-		if retire || locks.IsIndeterminate(err) {
-			if err := crash(); err != nil {
-				return err
-			}
+		if err := cl.release(lease, retire); err != nil {
+			return err
 		}
 		sleep(ctx, randDuration(rng, c.ThinkMax))
 	}

@@ -3,11 +3,9 @@ package workloads
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -55,72 +53,35 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	if m.ThinkMax <= 0 {
 		m.ThinkMax = 20 * time.Millisecond
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, m.Clients)
-	for slot := range m.Clients {
-		wg.Go(func() { errs[slot] = m.process(ctx, env, slot) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return runSlots(m.Clients, func(slot int) error { return m.process(ctx, env, slot) })
 }
 
 // process is one worker slot. Its process id changes after every indeterminate result.
 func (m Mutex) process(ctx context.Context, env Env, slot int) error {
 	rng := rand.New(rand.NewPCG(m.Seed, uint64(slot)+1))
-	rec := env.Recorder
-	pid := slot
-	locker, err := env.NewLocker(pid)
+	c, err := newClient(ctx, env, slot, m.Clients, m.TTL)
 	if err != nil {
 		return err
 	}
-	defer func() { locker.Close() }()
-	// Operations run to completion even when the run ends; each is bounded by its own timeout.
-	opCtx := context.WithoutCancel(ctx)
-	crash := func() error {
-		locker.Close()
-		pid += m.Clients
-		locker, err = env.NewLocker(pid)
-		return err
-	}
+	defer c.close()
+	rec := env.Recorder
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(m.Keys))
-		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FAcquire, Key: key})
-		actx, cancel := context.WithTimeout(opCtx, m.TTL)
-		lease, err := locker.Acquire(actx, key, m.TTL)
-		cancel()
+		lease, err := c.acquire(key)
 		if err != nil {
-			rec.Record(history.Event{Type: completion(err), Process: pid, F: history.FAcquire, Key: key, Error: err.Error()})
-			if locks.IsIndeterminate(err) {
-				if err := crash(); err != nil {
-					return err
-				}
-			}
+			return err
+		}
+		if lease == nil {
 			sleep(ctx, randDuration(rng, m.ThinkMax))
 			continue
 		}
-		rec.Record(history.Event{
-			Type: history.OK, Process: pid, F: history.FAcquire, Key: key,
-			Value: lease.Value, Token: lease.Token, Deadline: rec.At(lease.Deadline),
-			Validity: int64(lease.Validity), Nodes: lease.Nodes,
-		})
 		hold := min(randDuration(rng, m.HoldMax), lease.Validity/2)
-		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FWork, Key: key, Value: lease.Value})
+		rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})
 		time.Sleep(hold)
-		rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FWork, Key: key, Value: lease.Value})
+		rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})
 
-		rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRelease, Key: key, Value: lease.Value})
-		rctx, cancel := context.WithTimeout(opCtx, m.TTL)
-		err = locker.Release(rctx, lease)
-		cancel()
-		ev := history.Event{Type: history.OK, Process: pid, F: history.FRelease, Key: key, Value: lease.Value}
-		if err != nil {
-			ev.Type, ev.Error = completion(err), err.Error()
-		}
-		rec.Record(ev)
-		if locks.IsIndeterminate(err) {
-			if err := crash(); err != nil {
-				return err
-			}
+		if err := c.release(lease, false); err != nil {
+			return err
 		}
 		sleep(ctx, randDuration(rng, m.ThinkMax))
 	}
