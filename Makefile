@@ -48,14 +48,14 @@ demo: deps build
 
 # Scenario targets: each runs one cell of the expected-outcome table (scenarios/NAME.yaml) and fails
 # when the outcome differs from the file's expectation. Pass flags with ARGS, e.g. ARGS='--seed 7'.
-$(SCENARIOS): build
+$(SCENARIOS): deps build
 	$(BIN) run scenarios/$@.yaml --store $(STORE) $(ARGS)
 
-scenarios: build
+scenarios: deps build
 	$(BIN) scenario --store $(STORE) $(ARGS)
 
 # Every counter scenario in turn (fails at the first outcome that differs).
-counter-figures: build
+counter-figures: deps build
 	$(BIN) scenario $(COUNTER_SCENARIOS) --store $(STORE) $(ARGS)
 
 clean:
