@@ -160,3 +160,70 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 	}
 	t.Logf("%d jumps, %d violations:\n%s", jumps, res.ViolationCount, res.Summary())
 }
+
+// A quiet reset steps a clock that is behind only when the node holds no lock key: while a key
+// written on the slow clock is there, the clock stays behind; once it is gone, the clock is set right
+// and a key written afterwards lives its full TTL.
+func TestClockQuietResetWaitsForNoLease(t *testing.T) {
+	ctx := context.Background()
+	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
+	if errors.Is(err, clusters.ErrNoCompiler) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	node := cluster.Nodes()[0]
+	admin := node.Admin()
+	defer admin.Close()
+	key := workloads.KeyName(0)
+	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Admin: map[string]*redis.Client{node.Name: admin},
+		Keys: []string{key}, TTL: time.Second, Interval: time.Second}
+	spec, _ := ParseSpec("clock:target=all:jump=back:reset=quiet:offset=5s")
+	nem, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nem.(*Clock)
+	if err := c.Apply(ctx, Op{F: FBumpBack, Nodes: []string{node.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	// A lease written on the slow clock: a step now would expire it at once.
+	if err := admin.Set(ctx, key, "holder", 600*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- c.Apply(ctx, Op{F: FReset, Nodes: []string{node.Name}}) }()
+	time.Sleep(200 * time.Millisecond)
+	if off, err := cluster.ClockOffset(node.Name); err != nil || off > -4*time.Second {
+		t.Fatalf("clock set right while the lease was held: offset %v, %v", off, err)
+	}
+	if err := admin.Get(ctx, key).Err(); err != nil {
+		t.Fatalf("the lease written on the slow clock is gone while waiting: %v", err)
+	}
+	// The holder releases; the reset follows.
+	if err := admin.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("reset did not wait for the release: %v", waited)
+	}
+	if off, err := cluster.ClockOffset(node.Name); err != nil || off < -50*time.Millisecond || off > 50*time.Millisecond {
+		t.Fatalf("clock not set right after the release: offset %v, %v", off, err)
+	}
+	if err := admin.Set(ctx, key, "next", time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := admin.PTTL(ctx, key).Val(); ttl < 900*time.Millisecond {
+		t.Errorf("a key written after the reset lives %v of its 1s", ttl)
+	}
+}
