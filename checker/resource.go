@@ -1,7 +1,11 @@
 package checker
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"html"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -48,6 +52,12 @@ type ResourceResult struct {
 	RejectedStale int      `json:"rejected_stale"`
 	Notes         []string `json:"notes"`
 	Errors        []string `json:"errors"`
+
+	// What VisualizeResource draws: the segments worth a look, checked once more verbosely.
+	visModel porcupine.Model
+	visInfo  porcupine.LinearizationInfo
+	visNote  string
+	visReady bool
 }
 
 // StaleWrite is an accepted write the resource should not have taken.
@@ -355,8 +365,10 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 	model := counterModel(guard)
 	began := time.Now()
 	result := porcupine.Ok
+	var drawn []resSegment
 	for _, k := range keys {
 		for _, seg := range counterSegments(byKey[k], guard) {
+			drawn = append(drawn, resSegment{ops: seg})
 			r.Segments++
 			timeout := time.Duration(0)
 			if opts.Timeout > 0 {
@@ -369,6 +381,7 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 			} else {
 				res = porcupine.CheckOperationsTimeout(model, seg, timeout)
 			}
+			drawn[len(drawn)-1].result = res
 			switch {
 			case res == porcupine.Illegal:
 				result = porcupine.Illegal
@@ -384,6 +397,7 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 		}
 	}
 	r.Porcupine = porcupineWord(result)
+	r.prepareVisualization(model, drawn, faults, opts.Timeout)
 
 	// Verdict. A lost update is a concrete counterexample; porcupine must agree with it.
 	switch {
@@ -565,4 +579,122 @@ func tokenRegressions(events []history.Event, p *parsed, max int) (count int, ou
 		}
 	}
 	return count, out
+}
+
+// resSegment is one cut of the counter history and porcupine's verdict on it.
+type resSegment struct {
+	ops    []porcupine.Operation
+	result porcupine.CheckResult
+}
+
+// maxDrawnResourceOps bounds the data-level visualization: porcupine's page is unreadable beyond a
+// few thousand operations.
+const maxDrawnResourceOps = 3000
+
+// prepareVisualization keeps what resource.html shows: the segments porcupine found illegal, or,
+// when there is none, the segments with a rejected or unknown write (where a guard did its work),
+// or else the first segment; at most maxDrawnResourceOps operations. Client pauses are drawn as
+// annotations.
+func (r *ResourceResult) prepareVisualization(model porcupine.Model, segs []resSegment, faults []FaultWindow, budget time.Duration) {
+	interesting := func(s resSegment) bool {
+		if s.result == porcupine.Illegal {
+			return true
+		}
+		for _, op := range s.ops {
+			if k := op.Input.(counterIn).kind; k == opWriteFail || k == opIncMaybe {
+				return true
+			}
+		}
+		return false
+	}
+	var chosen []resSegment
+	total := 0
+	pick := func(want func(resSegment) bool) {
+		for _, s := range segs {
+			if want(s) && total+len(s.ops) <= maxDrawnResourceOps {
+				chosen = append(chosen, s)
+				total += len(s.ops)
+			}
+		}
+	}
+	pick(func(s resSegment) bool { return s.result == porcupine.Illegal })
+	if len(chosen) == 0 {
+		pick(interesting)
+	}
+	if len(chosen) == 0 && len(segs) > 0 && len(segs[0].ops) <= maxDrawnResourceOps {
+		chosen, total = segs[:1], len(segs[0].ops)
+	}
+	if len(chosen) < len(segs) {
+		r.visNote = fmt.Sprintf("the counter history has %d segments; this page draws the %d that matter most (illegal ones first, then those with a rejected or unknown write)", len(segs), len(chosen))
+	}
+	ops := make([]porcupine.Operation, 0, total)
+	lens := make([]int, len(chosen))
+	lo, hi := int64(Never), int64(0)
+	for i, s := range chosen {
+		ops = append(ops, s.ops...)
+		lens[i] = len(s.ops)
+		for _, op := range s.ops {
+			lo, hi = min(lo, op.Call), max(hi, op.Return)
+		}
+	}
+	vm := model
+	vm.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
+		parts := make([][]porcupine.Operation, 0, len(lens))
+		for _, n := range lens {
+			n = min(n, len(h))
+			parts = append(parts, h[:n:n])
+			h = h[n:]
+		}
+		return parts
+	}
+	var info porcupine.LinearizationInfo
+	if len(ops) > 0 {
+		if budget <= 0 {
+			budget = time.Minute
+		}
+		_, info = porcupine.CheckOperationsVerbose(vm, ops, budget)
+	}
+	var notes []porcupine.Annotation
+	for _, f := range faults {
+		// A paused write lands after its pause has healed, so a pause rarely overlaps the segment it
+		// spoiled: draw every fault unless there are too many to read.
+		if len(faults) > 200 && (f.End < lo || f.Start > hi) {
+			continue
+		}
+		notes = append(notes, porcupine.Annotation{
+			Tag: "fault: " + f.Fault, Start: f.Start, End: f.End,
+			Description: strings.TrimSpace(f.F + " " + strings.Join(f.Nodes, " ")), Details: f.describe(),
+			BackgroundColor: "#fde68a",
+		})
+	}
+	for _, w := range r.StaleWrites {
+		if w.Invoke < lo || w.Invoke > hi {
+			continue
+		}
+		notes = append(notes, porcupine.Annotation{
+			Tag: "stale writes", Start: w.Invoke, Description: fmt.Sprintf("p%d wrote %s", w.Process, w.Value),
+			Details: w.Description, BackgroundColor: "#fca5a5",
+		})
+	}
+	info.AddAnnotations(notes)
+	r.visModel, r.visInfo, r.visReady = vm, info, true
+}
+
+// Visualize writes porcupine's HTML page of the counter model (resource.html): reads, accepted,
+// rejected and unknown increments per process, client pauses and stale writes as annotations.
+func (r *ResourceResult) Visualize(w io.Writer) error {
+	if !r.visReady {
+		return errors.New("visualize: resource result carries no linearization info (it was not produced by Check)")
+	}
+	var buf bytes.Buffer
+	if err := porcupine.Visualize(r.visModel, r.visInfo, &buf); err != nil {
+		return fmt.Errorf("visualize resource: %w", err)
+	}
+	page := buf.Bytes()
+	if r.visNote != "" {
+		banner := `<body><p style="font-family:sans-serif;background:#fef3c7;padding:6px;margin-top:40px">lockpick: ` + html.EscapeString(r.visNote) + `</p>`
+		page = bytes.Replace(page, []byte("<body>"), []byte(banner), 1)
+	}
+	_, err := w.Write(page)
+	return err
 }

@@ -174,8 +174,13 @@ type Stats struct {
 func (r *Result) Summary() string {
 	var b strings.Builder
 	verdict := map[Verdict]string{Valid: "VALID", Invalid: "INVALID", Unknown: "UNKNOWN"}[r.Valid]
-	fmt.Fprintf(&b, "verdict: %s (valid=%s, porcupine %s, %d segments, checked in %s)\n",
-		verdict, r.Valid.jsonWord(), r.Porcupine, r.Segments, r.CheckDuration.Round(time.Millisecond))
+	porc := fmt.Sprintf("porcupine %s, %d segments", r.Porcupine, r.Segments)
+	if r.Resource != nil {
+		porc = fmt.Sprintf("lock model: porcupine %s, %d segments; counter model: porcupine %s, %d segments",
+			r.Porcupine, r.Segments, r.Resource.Porcupine, r.Resource.Segments)
+	}
+	fmt.Fprintf(&b, "verdict: %s (valid=%s, %s, checked in %s)\n",
+		verdict, r.Valid.jsonWord(), porc, r.CheckDuration.Round(time.Millisecond))
 	if r.Resource != nil {
 		fmt.Fprintf(&b, "%s\n", r.Verdicts())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/results"
 )
 
 // Kleppmann's case end to end, short: a client paused past its TTL loses updates on an unguarded
@@ -42,6 +43,11 @@ func TestCounterClientPause(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(out.Dir, "nodes/r1/redis.log")); err != nil {
 				t.Errorf("no resource node log: %v", err)
+			}
+			// The data-level page draws the counter model, with the client pauses.
+			page, err := os.ReadFile(filepath.Join(out.Dir, results.ResourceVisualizationFile))
+			if err != nil || !strings.Contains(string(page), "fault: client-pause") || !strings.Contains(string(page), "increment") {
+				t.Errorf("resource.html without the counter model or the pauses (%v)", err)
 			}
 		})
 	}

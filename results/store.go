@@ -8,6 +8,7 @@
 //	  results.json        the verdict (top-level "valid": true, false or "unknown"), violations, statistics
 //	  summary.txt         the same for people
 //	  linearizability.html  porcupine's visualization, with fault windows
+//	  resource.html       the counter workload's data-level visualization (counter runs only)
 //	  nodes/n1/redis.log  each node's data and log
 //	store/latest -> <name>/<timestamp>
 package results
@@ -30,6 +31,8 @@ const (
 	ResultsFile       = "results.json"
 	SummaryFile       = "summary.txt"
 	VisualizationFile = "linearizability.html"
+	// ResourceVisualizationFile is the counter workload's data-level page.
+	ResourceVisualizationFile = "resource.html"
 	NodesDir          = "nodes"
 )
 
@@ -128,7 +131,21 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	if err := res.Visualize(f); err != nil {
 		return fmt.Errorf("write visualization: %w", err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write visualization: %w", err)
+	}
+	if res.Resource == nil {
+		return nil
+	}
+	rf, err := os.Create(filepath.Join(dir, ResourceVisualizationFile))
+	if err != nil {
+		return fmt.Errorf("write resource visualization: %w", err)
+	}
+	defer rf.Close()
+	if err := res.Resource.Visualize(rf); err != nil {
+		return fmt.Errorf("write resource visualization: %w", err)
+	}
+	return rf.Close()
 }
 
 // ReadInfo reads the RunInfo stored in a run directory's results.json, if there is one.
