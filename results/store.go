@@ -33,7 +33,7 @@ const (
 	VisualizationFile = "linearizability.html"
 	// ResourceVisualizationFile is the counter workload's data-level page.
 	ResourceVisualizationFile = "resource.html"
-	NodesDir          = "nodes"
+	NodesDir                  = "nodes"
 )
 
 // NewRunDir creates store/name/<timestamp> and returns its path. It fails with an error that names
