@@ -217,3 +217,21 @@ func TestRunScenarioFileAndMatrix(t *testing.T) {
 		t.Errorf("report.md: %s %v", md, err)
 	}
 }
+
+// A matrix cell takes the expectation of the scenarios it agrees with, and none when they disagree.
+func TestMatrixExpectations(t *testing.T) {
+	cases := []struct{ lock, nem, want string }{
+		{"redlock", "restart", "invalid"},
+		{"redlock", "partition:kind=client-majority", "valid"},
+		{"single", "clock:jump=forward:target=majority", "invalid"},
+		{"redlock", "clock", ""}, // the forward and back scenarios disagree
+	}
+	for _, c := range cases {
+		if got := expectedFor(c.lock, c.nem, "none"); got != c.want {
+			t.Errorf("%s %s: expected %q, want %q", c.lock, c.nem, got, c.want)
+		}
+	}
+	if got := expectedFor("redlock", "restart", "aof-always"); got != "valid" {
+		t.Errorf("redlock restart with aof-always: %q, want valid", got)
+	}
+}

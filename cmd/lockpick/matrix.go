@@ -127,22 +127,62 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	return cmd
 }
 
-// expectedFor is the verdict the built-in scenario of this lock and nemeses expects, if there is one.
+// expectedFor is the verdict the built-in scenarios of this lock and nemeses expect: those with the
+// same nemeses whose parameters agree with the cell's wherever both set one (a scenario may pin
+// timings the cell leaves to defaults). Empty when none matches or matching scenarios disagree.
 func expectedFor(lock, nem, persistence string) string {
 	all, err := scenarios.All()
 	if err != nil {
 		return ""
 	}
+	cell, err := nemesis.ParseSpecs(nem)
+	if err != nil {
+		return ""
+	}
+	expected := ""
 	for _, s := range all {
 		p := s.Config.Persistence
 		if p == "" {
 			p = "none"
 		}
-		if s.Config.Lock == lock && s.Config.Nemesis == nem && p == persistence {
-			return s.Expect.Verdict.String()
+		if s.Config.Lock != lock || p != persistence || (s.Config.Workload != "" && s.Config.Workload != "mutex") {
+			continue
+		}
+		specs, err := nemesis.ParseSpecs(s.Config.Nemesis)
+		if err != nil || !compatible(cell, specs) {
+			continue
+		}
+		v := s.Expect.Verdict.String()
+		if expected != "" && expected != v {
+			return ""
+		}
+		expected = v
+	}
+	return expected
+}
+
+// compatible reports whether two lists of nemeses name the same nemeses with no parameter set to
+// different values.
+func compatible(a, b []nemesis.Spec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byName := map[string]nemesis.Spec{}
+	for _, s := range b {
+		byName[s.Name] = s
+	}
+	for _, s := range a {
+		o, ok := byName[s.Name]
+		if !ok {
+			return false
+		}
+		for k, v := range s.Params {
+			if ov, set := o.Params[k]; set && ov != v {
+				return false
+			}
 		}
 	}
-	return ""
+	return true
 }
 
 func nemesisSlug(n string) string {
