@@ -111,16 +111,6 @@ func parse(events []history.Event) (*parsed, error) {
 		}
 		return c
 	}
-	count := func(c *Counts, t history.Type) {
-		switch t {
-		case history.OK:
-			c.OK++
-		case history.Fail:
-			c.Fail++
-		case history.Info:
-			c.Info++
-		}
-	}
 
 	for i := range events {
 		e := &events[i]
@@ -202,8 +192,8 @@ func parse(events []history.Event) (*parsed, error) {
 			if key == "" {
 				key = inv.Key
 			}
-			count(&p.stats.Acquires, e.Type)
-			count(keyCounts(key), e.Type)
+			p.stats.Acquires.add(e.Type)
+			keyCounts(key).add(e.Type)
 			lat := e.Time - inv.Time
 			p.allLat = append(p.allLat, lat)
 			if e.Type != history.OK {
@@ -233,7 +223,7 @@ func parse(events []history.Event) (*parsed, error) {
 			}
 			recent[e.Process] = r
 		case history.FRelease:
-			count(&p.stats.Releases, e.Type)
+			p.stats.Releases.add(e.Type)
 		case history.FRead, history.FWrite:
 			// Reads and writes of the protected resource are work under the process's latest lease
 			// of the key (their Value is the counter's, not the lease's). A write whose outcome is

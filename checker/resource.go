@@ -2,9 +2,9 @@ package checker
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"math"
 	"slices"
@@ -428,9 +428,9 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 func counterSegments(ops []resOp, guard resource.Guard) [][]porcupine.Operation {
 	slices.SortStableFunc(ops, func(a, b resOp) int {
 		if a.inv != b.inv {
-			return cmpInt(a.inv, b.inv)
+			return cmp.Compare(a.inv, b.inv)
 		}
-		return cmpInt(a.ret, b.ret)
+		return cmp.Compare(a.ret, b.ret)
 	})
 	var segs [][]porcupine.Operation
 	var cur []porcupine.Operation
@@ -467,16 +467,6 @@ func (c *Counts) add(t history.Type) {
 	case history.Info:
 		c.Info++
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // pauseOf names the client pause of process that began after its read and before its write.
@@ -638,15 +628,7 @@ func (r *ResourceResult) prepareVisualization(model porcupine.Model, segs []resS
 		}
 	}
 	vm := model
-	vm.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
-		parts := make([][]porcupine.Operation, 0, len(lens))
-		for _, n := range lens {
-			n = min(n, len(h))
-			parts = append(parts, h[:n:n])
-			h = h[n:]
-		}
-		return parts
-	}
+	vm.Partition = partitionInto(lens)
 	var info porcupine.LinearizationInfo
 	if len(ops) > 0 {
 		if budget <= 0 {
@@ -690,11 +672,6 @@ func (r *ResourceResult) Visualize(w io.Writer) error {
 	if err := porcupine.Visualize(r.visModel, r.visInfo, &buf); err != nil {
 		return fmt.Errorf("visualize resource: %w", err)
 	}
-	page := buf.Bytes()
-	if r.visNote != "" {
-		banner := `<body><p style="font-family:sans-serif;background:#fef3c7;padding:6px;margin-top:40px">lockpick: ` + html.EscapeString(r.visNote) + `</p>`
-		page = bytes.Replace(page, []byte("<body>"), []byte(banner), 1)
-	}
-	_, err := w.Write(page)
+	_, err := w.Write(withBanner(buf.Bytes(), r.visNote))
 	return err
 }

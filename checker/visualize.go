@@ -62,17 +62,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 		}
 	}
 	vm := model
-	vm.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
-		parts := make([][]porcupine.Operation, 0, len(lens))
-		for _, n := range lens {
-			if n > len(h) {
-				n = len(h)
-			}
-			parts = append(parts, h[:n:n])
-			h = h[n:]
-		}
-		return parts
-	}
+	vm.Partition = partitionInto(lens)
 	var info porcupine.LinearizationInfo
 	if len(ops) > 0 {
 		_, info = porcupine.CheckOperationsVerbose(vm, ops, budget)
@@ -131,13 +121,31 @@ func (r *Result) Visualize(w io.Writer) error {
 	if err := porcupine.Visualize(r.model, r.info, &buf); err != nil {
 		return fmt.Errorf("visualize: %w", err)
 	}
-	page := buf.Bytes()
-	if r.visNote != "" {
-		banner := `<body><p style="font-family:sans-serif;background:#fef3c7;padding:6px;margin-top:40px">lockpick: ` + html.EscapeString(r.visNote) + `</p>`
-		page = bytes.Replace(page, []byte("<body>"), []byte(banner), 1)
-	}
-	if _, err := w.Write(page); err != nil {
+	if _, err := w.Write(withBanner(buf.Bytes(), r.visNote)); err != nil {
 		return fmt.Errorf("visualize: %w", err)
 	}
 	return nil
+}
+
+// partitionInto cuts a visualized history back into the segments it was built from, lens[i]
+// operations each, so porcupine draws every segment as its own partition.
+func partitionInto(lens []int) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(h []porcupine.Operation) [][]porcupine.Operation {
+		parts := make([][]porcupine.Operation, 0, len(lens))
+		for _, n := range lens {
+			n = min(n, len(h))
+			parts = append(parts, h[:n:n])
+			h = h[n:]
+		}
+		return parts
+	}
+}
+
+// withBanner puts lockpick's note at the top of a porcupine page, when there is one.
+func withBanner(page []byte, note string) []byte {
+	if note == "" {
+		return page
+	}
+	banner := `<body><p style="font-family:sans-serif;background:#fef3c7;padding:6px;margin-top:40px">lockpick: ` + html.EscapeString(note) + `</p>`
+	return bytes.Replace(page, []byte("<body>"), []byte(banner), 1)
 }

@@ -165,7 +165,7 @@ func (c *Config) Resolve() error {
 		c.Store = "store"
 	}
 	if c.Name == "" {
-		c.Name = c.Lock + "-" + strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(c.Nemesis)
+		c.Name = c.Lock + "-" + nemesis.Slug(c.Nemesis)
 		if c.Persistence != string(clusters.PersistNone) {
 			c.Name += "-" + c.Persistence
 		}

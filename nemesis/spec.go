@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,6 +94,12 @@ func JoinSpecs(specs []Spec) string {
 		parts[i] = s.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// Slug turns the text form of specs into a piece of a run directory's name:
+// "partition:kind=bridge,clock" becomes "partition-kind-bridge+clock".
+func Slug(text string) string {
+	return strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(text)
 }
 
 // Params reads a spec's parameters, checks them, and remembers which it read, so that a parameter
@@ -194,11 +199,7 @@ func (p *Params) Choices(key string, def []string, allowed ...string) []string {
 // Err reports every bad value and every parameter the nemesis did not read.
 func (p *Params) Err() error {
 	errs := slices.Clone(p.errs)
-	var known []string
-	for k := range p.used {
-		known = append(known, k)
-	}
-	sort.Strings(known)
+	known := slices.Sorted(maps.Keys(p.used))
 	for _, k := range slices.Sorted(maps.Keys(p.spec.Params)) {
 		if !p.used[k] {
 			errs = append(errs, fmt.Sprintf("unknown parameter %q: %s takes %s", k, p.spec.Name, strings.Join(known, ", ")))

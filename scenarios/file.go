@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -69,14 +70,7 @@ func Findings() map[string]func(*checker.Result) int {
 	}
 }
 
-func findingNames() []string {
-	var names []string
-	for n := range Findings() {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func findingNames() []string { return slices.Sorted(maps.Keys(Findings())) }
 
 // Met compares a checked run with the expectation and says what differs; empty means met.
 func (e Expectation) Met(r *checker.Result) []string {
@@ -98,7 +92,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 	return miss
 }
 
-// fields are the top-level keys of a scenario file, each with how it is read into the scenario.
+// fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
 var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.

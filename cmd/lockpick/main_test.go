@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
 // build compiles lockpick once per test binary run.
@@ -226,12 +228,16 @@ func TestMatrixExpectations(t *testing.T) {
 		{"single", "clock:jump=forward:target=majority", "invalid"},
 		{"redlock", "clock", ""}, // the forward and back scenarios disagree
 	}
+	all, err := scenarios.All()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
-		if got := expectedFor(c.lock, c.nem, "none"); got != c.want {
+		if got := expectedFor(all, c.lock, c.nem, "none"); got != c.want {
 			t.Errorf("%s %s: expected %q, want %q", c.lock, c.nem, got, c.want)
 		}
 	}
-	if got := expectedFor("redlock", "restart", "aof-always"); got != "valid" {
+	if got := expectedFor(all, "redlock", "restart", "aof-always"); got != "valid" {
 		t.Errorf("redlock restart with aof-always: %q, want valid", got)
 	}
 }

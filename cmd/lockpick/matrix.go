@@ -51,6 +51,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
 			base.Revision, base.Command = revision, cmdLine()
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
+			known, _ := scenarios.All() // without them, cells just carry no expectation
 			var cells []*results.Cell
 			for _, l := range lockNames {
 				for _, n := range nemeses {
@@ -59,7 +60,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 					if err := cfg.Resolve(); err != nil {
 						return err
 					}
-					cells = append(cells, &results.Cell{Lock: l, Nemesis: cfg.Nemesis, Expected: expectedFor(l, cfg.Nemesis, cfg.Persistence)})
+					cells = append(cells, &results.Cell{Lock: l, Nemesis: cfg.Nemesis, Expected: expectedFor(known, l, cfg.Nemesis, cfg.Persistence)})
 				}
 			}
 			started := time.Now()
@@ -78,7 +79,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 					seed := firstSeed + uint64(s)
 					cfg := base
 					cfg.Lock, cfg.Nemesis, cfg.Seed = c.Lock, c.Nemesis, seed
-					cfg.Name = "matrix-" + c.Lock + "-" + nemesisSlug(c.Nemesis)
+					cfg.Name = "matrix-" + c.Lock + "-" + nemesis.Slug(c.Nemesis)
 					fmt.Fprintf(w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, seed)
 					out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 					if err != nil {
@@ -130,11 +131,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 // expectedFor is the verdict the built-in scenarios of this lock and nemeses expect: those with the
 // same nemeses whose parameters agree with the cell's wherever both set one (a scenario may pin
 // timings the cell leaves to defaults). Empty when none matches or matching scenarios disagree.
-func expectedFor(lock, nem, persistence string) string {
-	all, err := scenarios.All()
-	if err != nil {
-		return ""
-	}
+func expectedFor(all []scenarios.Scenario, lock, nem, persistence string) string {
 	cell, err := nemesis.ParseSpecs(nem)
 	if err != nil {
 		return ""
@@ -183,8 +180,4 @@ func compatible(a, b []nemesis.Spec) bool {
 		}
 	}
 	return true
-}
-
-func nemesisSlug(n string) string {
-	return strings.NewReplacer(",", "+", ":", "-", "=", "-").Replace(n)
 }
