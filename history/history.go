@@ -33,7 +33,38 @@ const (
 	FWrite = "write"
 	// FFinal is the harness's read of the resource after the run: Value is the final value of Key.
 	FFinal = "final"
+	// FRun is the run itself, an operation of the harness process: its invoke is the first event of
+	// every history the harness writes and carries the Plan; its completion is the last event, ok
+	// when the whole plan ran, info (with Error saying why) when the run was cut short. A history
+	// whose run never completed was killed: the checker judges how much of the plan it covers.
+	FRun = "run"
 )
+
+// Reasons a definite acquire failure (type fail) gives, so availability can tell contention from
+// errors.
+const (
+	// ReasonHeld: another client holds the lock; the lock worked as designed.
+	ReasonHeld = "held"
+	// ReasonError: the lock could not be reached or reach its quorum (refused connection, no
+	// majority); the request certainly had no effect.
+	ReasonError = "error"
+)
+
+// Plan is what a run set out to do, recorded on the run's invoke so that the history alone tells
+// the checker how much evidence the run should have produced. Durations are nanoseconds.
+type Plan struct {
+	Lock     string   `json:"lock"`
+	Workload string   `json:"workload"`
+	Keys     []string `json:"keys"`
+	Clients  int      `json:"clients"`
+	TTL      int64    `json:"ttl"`
+	// TimeLimit is the fault phase; Recovery the fault-free phase after the final heal.
+	TimeLimit int64 `json:"time_limit"`
+	Recovery  int64 `json:"recovery"`
+	// Nemeses are the nemesis specs of the run (name:param=value...), empty for none.
+	Nemeses []string `json:"nemeses,omitempty"`
+	Seed    uint64   `json:"seed"`
+}
 
 // Nemesis effects: whether a nemesis operation begins a fault or heals one.
 const (
@@ -84,6 +115,11 @@ type Event struct {
 	// Guard is the resource's guard on write events of the counter workload (none, fencing,
 	// check-and-set): the checker's model of the resource depends on it.
 	Guard string `json:"guard,omitempty"`
+
+	// Reason classifies a failed acquire: ReasonHeld or ReasonError.
+	Reason string `json:"reason,omitempty"`
+	// Plan is set on the run's invoke (F = FRun) only.
+	Plan *Plan `json:"plan,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }
