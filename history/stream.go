@@ -2,11 +2,8 @@ package history
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"time"
@@ -120,97 +117,4 @@ func (r *Recorder) Close() error {
 		err = fmt.Errorf("close history: %w", cerr)
 	}
 	return err
-}
-
-// ReadFile reads a history file.
-func ReadFile(path string) ([]Event, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open history: %w", err)
-	}
-	defer f.Close()
-	// Size the slice from the line count first: growing it by doubling would briefly need twice the
-	// memory of a history of millions of events.
-	lines, err := countLines(f)
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	evs, err := read(f, lines)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return evs, nil
-}
-
-// Read parses a JSON-lines history. A last line cut short by a crash is ignored; a malformed line
-// anywhere else is an error.
-func Read(r io.Reader) ([]Event, error) { return read(r, 0) }
-
-func countLines(r io.Reader) (int, error) {
-	buf := make([]byte, 1<<20)
-	n := 0
-	for {
-		k, err := r.Read(buf)
-		n += bytes.Count(buf[:k], []byte{'\n'})
-		if errors.Is(err, io.EOF) {
-			return n + 1, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-}
-
-func read(r io.Reader, capacity int) ([]Event, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	evs := make([]Event, 0, capacity)
-	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of each
-	// keeps a history of millions of events to a fraction of the memory.
-	seen := map[string]string{}
-	intern := func(s *string) {
-		if v, ok := seen[*s]; ok {
-			*s = v
-		} else if len(seen) < 1<<16 {
-			seen[*s] = *s
-		}
-	}
-	for line := 1; ; line++ {
-		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: read the rest of it.
-			long := append([]byte(nil), b...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
-		}
-		if len(bytes.TrimSpace(b)) > 0 {
-			var e Event
-			if jerr := json.Unmarshal(b, &e); jerr != nil {
-				if errors.Is(err, io.EOF) {
-					return evs, nil // truncated final line of a crashed run
-				}
-				return nil, fmt.Errorf("line %d: %w", line, jerr)
-			}
-			t := string(e.Type)
-			intern(&t)
-			e.Type = Type(t)
-			intern(&e.F)
-			intern(&e.Key)
-			intern(&e.Fault)
-			intern(&e.Effect)
-			intern(&e.Error)
-			evs = append(evs, e)
-		}
-		if errors.Is(err, io.EOF) {
-			return evs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-	}
 }
