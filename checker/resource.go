@@ -458,6 +458,7 @@ func counterSegments(ops []resOp, guard resource.Guard) [][]porcupine.Operation 
 	return segs
 }
 
+// add counts one completion of type t.
 func (c *Counts) add(t history.Type) {
 	switch t {
 	case history.OK:
