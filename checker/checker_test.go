@@ -602,3 +602,45 @@ func TestViolationCause(t *testing.T) {
 		t.Errorf("cause: %s", got)
 	}
 }
+
+// queuedHandOffs builds n holds of one key by ten processes whose acquires queue, as blocking
+// acquires do: each process asks again as soon as its release returns, and is granted the lock
+// exactly when the previous holder's release is invoked. No instant is free of an acquire in
+// flight, so the key's history is one segment.
+func queuedHandOffs(n int) []history.Event {
+	evs := make([]history.Event, 0, 4*n)
+	at := func(i int) int64 { return int64(i) * 10 * ms }
+	for i := range n {
+		p, v := i%10, fmt.Sprint(i)
+		evs = append(evs,
+			history.Event{Time: max(at(i-9)+ms/2, 0), Type: history.Invoke, Process: p, F: history.FAcquire, Key: "k"},
+			history.Event{Time: at(i), Type: history.OK, Process: p, F: history.FAcquire, Key: "k", Value: v, Deadline: at(i) + int64(time.Second)},
+			history.Event{Time: at(i + 1), Type: history.Invoke, Process: p, F: history.FRelease, Key: "k", Value: v},
+			history.Event{Time: at(i+1) + ms/2, Type: history.OK, Process: p, F: history.FRelease, Key: "k", Value: v})
+	}
+	sortByTime(evs)
+	return evs
+}
+
+// 100,000 queued hand-offs: far too long for porcupine, decided exactly by the sweep, quickly.
+func TestQueuedHandOffsAreDecidedByTheSweep(t *testing.T) {
+	evs := queuedHandOffs(100_000)
+	r := mustCheck(t, evs)
+	if r.Valid != Valid || r.ViolationCount != 0 || r.Segments != 1 || r.DecidedBy != "sweep (1 too long for porcupine)" {
+		t.Fatalf("want valid decided by the sweep in 1 segment, got %s by %q in %d segments\n%s", r.Valid, r.DecidedBy, r.Segments, r.Summary())
+	}
+	if !strings.Contains(r.Summary(), "decided by: sweep (1 too long for porcupine)") || !containsSubstring(r.Notes, "decided them alone") {
+		t.Errorf("the summary must say which analysis decided:\n%s", r.Summary())
+	}
+	t.Logf("%d events checked in %s", len(evs), r.CheckDuration)
+	// One acquire that completes a millisecond before the previous release: found.
+	for i := range evs {
+		if e := &evs[i]; e.F == history.FAcquire && e.Type == history.OK && e.Value == "77777" {
+			e.Time -= ms
+		}
+	}
+	sortByTime(evs)
+	if r := mustCheck(t, evs); r.Valid != Invalid || r.ViolationCount != 1 {
+		t.Fatalf("one early grant: want invalid with 1 violation, got %s with %d", r.Valid, r.ViolationCount)
+	}
+}
