@@ -445,9 +445,9 @@ func TestDecide(t *testing.T) {
 	}{
 		{[]segment{seg(porcupine.Ok, 0)}, porcupineOutcome{}, 0, Valid, 0, "porcupine+sweep"},
 		{[]segment{seg(porcupine.Illegal, 2)}, porcupineOutcome{}, 2, Invalid, 0, "porcupine+sweep"},
-		{[]segment{seg(porcupine.Unknown, 1)}, porcupineOutcome{timedOut: 1}, 1, Invalid, 0, "sweep (1 porcupine had no time left for)"},
-		{[]segment{seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "sweep (1 too long for porcupine)"},
-		{[]segment{seg(porcupine.Ok, 0), seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "porcupine+sweep, the sweep alone on 1 of 2 segments (1 too long for porcupine)"},
+		{[]segment{seg(porcupine.Unknown, 1)}, porcupineOutcome{timedOut: 1}, 1, Invalid, 0, "sweep (1 segment porcupine had no time left for)"},
+		{[]segment{seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "sweep (1 segment too long for porcupine)"},
+		{[]segment{seg(porcupine.Ok, 0), seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "porcupine+sweep, the sweep alone on 1 of 2 segments (1 segment too long for porcupine)"},
 		{[]segment{seg(porcupine.Ok, 1)}, porcupineOutcome{}, 1, Unknown, 1, "porcupine+sweep"},
 		{[]segment{seg(porcupine.Illegal, 0)}, porcupineOutcome{}, 0, Unknown, 1, "porcupine+sweep"},
 		{nil, porcupineOutcome{}, 0, Valid, 0, "nothing to decide (no holds)"},
@@ -626,10 +626,10 @@ func queuedHandOffs(n int) []history.Event {
 func TestQueuedHandOffsAreDecidedByTheSweep(t *testing.T) {
 	evs := queuedHandOffs(100_000)
 	r := mustCheck(t, evs)
-	if r.Valid != Valid || r.ViolationCount != 0 || r.Segments != 1 || r.DecidedBy != "sweep (1 too long for porcupine)" {
+	if r.Valid != Valid || r.ViolationCount != 0 || r.Segments != 1 || r.DecidedBy != "sweep (1 segment too long for porcupine)" {
 		t.Fatalf("want valid decided by the sweep in 1 segment, got %s by %q in %d segments\n%s", r.Valid, r.DecidedBy, r.Segments, r.Summary())
 	}
-	if !strings.Contains(r.Summary(), "decided by: sweep (1 too long for porcupine)") || !containsSubstring(r.Notes, "decided them alone") {
+	if !strings.Contains(r.Summary(), "decided by: sweep (1 segment too long for porcupine)") || !containsSubstring(r.Notes, "decided them alone") {
 		t.Errorf("the summary must say which analysis decided:\n%s", r.Summary())
 	}
 	t.Logf("%d events checked in %s", len(evs), r.CheckDuration)

@@ -285,10 +285,10 @@ func decide(segs []segment, out porcupineOutcome, overlaps int, errs *[]string) 
 	}
 	var why []string
 	if out.tooLarge > 0 {
-		why = append(why, fmt.Sprintf("%d too long for porcupine", out.tooLarge))
+		why = append(why, fmt.Sprintf("%d %s too long for porcupine", out.tooLarge, plural(out.tooLarge, "segment")))
 	}
 	if out.timedOut > 0 {
-		why = append(why, fmt.Sprintf("%d porcupine had no time left for", out.timedOut))
+		why = append(why, fmt.Sprintf("%d %s porcupine had no time left for", out.timedOut, plural(out.timedOut, "segment")))
 	}
 	switch {
 	case len(segs) == 0:
@@ -313,4 +313,12 @@ func porcupineWord(r porcupine.CheckResult) string {
 	default:
 		return "unknown"
 	}
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

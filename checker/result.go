@@ -171,7 +171,8 @@ type Stats struct {
 	Availability float64 `json:"availability"`
 	// Availability as users mean it. HeldShare is the share of the run's time during which someone
 	// held the lock (the union of the holds of a key over the history's span, averaged over the
-	// keys); GrantsPerSecond the ok acquires per second of the span; ErrorShare the share of
+	// keys); GrantsPerSecond the holds (ok acquires not expired on arrival) per second of the
+	// span; ErrorShare the share of
 	// completed acquires that failed with an error or timed out (info), leaving out those refused
 	// because another client held the lock.
 	HeldShare       float64 `json:"held_share"`

@@ -190,7 +190,7 @@ func availability(s *Stats, holds []hold, keys []string, end, span int64) {
 	if span <= 0 || len(keys) == 0 {
 		return
 	}
-	s.GrantsPerSecond = float64(a.OK) / (float64(span) / 1e9)
+	s.GrantsPerSecond = float64(s.Holds) / (float64(span) / 1e9)
 	byKey := map[string][][2]int64{}
 	for i := range holds {
 		if h := &holds[i]; !h.dead {
