@@ -160,8 +160,9 @@ func parse(events []history.Event) *parsed {
 				// its critical section.
 				hs := open[e.Process]
 				if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-					h := &p.holds[hs[j]]
-					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+					if h := &p.holds[hs[j]]; !h.dead {
+						h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+					}
 					open[e.Process] = append(hs[:j], hs[j+1:]...)
 				} else {
 					strayRelease++
