@@ -159,20 +159,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	}
 
 	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.
-	var lacking string
-	r.Evidence, lacking = gatherEvidence(events, run, p, evKeys)
-	if !r.Evidence.HasPlan && len(events) > 0 {
-		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
-	}
-	if r.Valid == Valid && !r.Evidence.Enough {
-		r.Valid = Unknown
-	}
-	if r.Valid == Unknown {
-		r.UnknownReason = lacking
-		if r.Evidence.Enough {
-			r.UnknownReason = r.analysisUnknown()
-		}
-	}
+	r.weighEvidence(events, run, p, evKeys)
 
 	// Step 8: what Visualize needs.
 	budget := time.Duration(0)
@@ -198,6 +185,25 @@ func (r *Result) findOverruns(holds []hold, limit int) {
 			o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
 			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
 			r.Overruns = append(r.Overruns, o)
+		}
+	}
+}
+
+// weighEvidence gathers the evidence (step 7): a valid verdict without enough of it becomes unknown,
+// and an unknown verdict gets the sentence that says why.
+func (r *Result) weighEvidence(events []history.Event, run runInfo, p *parsed, keys []string) {
+	var lacking string
+	r.Evidence, lacking = gatherEvidence(events, run, p, keys)
+	if !r.Evidence.HasPlan && len(events) > 0 {
+		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
+	}
+	if r.Valid == Valid && !r.Evidence.Enough {
+		r.Valid = Unknown
+	}
+	if r.Valid == Unknown {
+		r.UnknownReason = lacking
+		if r.Evidence.Enough {
+			r.UnknownReason = r.analysisUnknown()
 		}
 	}
 }
