@@ -79,4 +79,3 @@ func TestWriteFileAtomicReplacesWholeFiles(t *testing.T) {
 		t.Fatalf("mode %v, want 0644", fi.Mode().Perm())
 	}
 }
-
