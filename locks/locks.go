@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"time"
 
@@ -44,6 +45,20 @@ type Locker interface {
 // ErrNotAcquired means the lock was certainly not granted (held by someone else, or no quorum).
 var ErrNotAcquired = errors.New("lock not acquired")
 
+// ErrHeld means the lock was certainly not granted because another client holds it: the lock worked
+// as designed. It wraps ErrNotAcquired. Every other definite failure (nodes unreachable, no quorum
+// among the nodes that answered, validity used up) is ErrNotAcquired without ErrHeld, so that
+// availability can tell contention from errors.
+//
+// Redlock's rule: the failure is "held" when the nodes that answered that the key is taken are on
+// their own enough to deny a quorum (more than N - quorum of them), whatever the other nodes did.
+// A client cut off from a majority whose few reachable nodes are taken is refused for being cut
+// off, not for contention, and gets a plain ErrNotAcquired.
+var ErrHeld = fmt.Errorf("%w: held by another client", ErrNotAcquired)
+
+// IsHeld reports whether err is a definite failure because another client holds the lock.
+func IsHeld(err error) bool { return errors.Is(err, ErrHeld) }
+
 // ErrLeaseLost means the lease was no longer held when it was released or extended.
 var ErrLeaseLost = errors.New("lease no longer held")
 
@@ -61,6 +76,26 @@ func IsIndeterminate(err error) bool {
 }
 
 func indeterminate(err error) error { return &IndeterminateError{Err: err} }
+
+// unsent reports whether a request certainly never left the client: its connection could not be
+// dialled, or no connection was free. Such a failure has no effect on the lock, so it is definite.
+// Any other error after a request may have been written (a timeout, a reset, a closed connection)
+// leaves the outcome unknown.
+func unsent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// classify turns a failed request to one node into a definite error (unsent) or an indeterminate one.
+func classify(err error) error {
+	if unsent(err) {
+		return err
+	}
+	return indeterminate(err)
+}
 
 // Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
 type Endpoint struct {
