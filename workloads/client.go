@@ -53,7 +53,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
 	cancel()
 	if err != nil {
-		c.rec.Record(history.Event{Type: completion(err), Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error()})
+		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error()}
+		if ev.Type == history.Fail {
+			ev.Reason = reason(err)
+		}
+		c.rec.Record(ev)
 		if locks.IsIndeterminate(err) {
 			return nil, c.retire()
 		}
@@ -83,6 +87,14 @@ func (c *client) release(lease *locks.Lease, retire bool) error {
 		return c.retire()
 	}
 	return nil
+}
+
+// reason classifies a definite acquire failure: contention (held) or anything else (error).
+func reason(err error) string {
+	if locks.IsHeld(err) {
+		return history.ReasonHeld
+	}
+	return history.ReasonError
 }
 
 // runSlots runs work once per slot, concurrently, and joins their errors.
