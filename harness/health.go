@@ -74,6 +74,8 @@ func (h *health) now(t time.Duration) (float64, bool) {
 func (h *health) warning(nodeTimeout time.Duration) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The span named runs from the first to the last second that is itself past the threshold
+	// inside an unhealthy window: the window finds the trouble, the seconds say when it was.
 	first, last, peakAt := -1, -1, 0
 	var peak float64
 	for end := 1; end <= len(h.buckets); end++ {
@@ -81,17 +83,23 @@ func (h *health) warning(nodeTimeout time.Duration) string {
 		if !w.unhealthy() {
 			continue
 		}
-		if first < 0 {
-			first = end - min(end, healthWindow)
-		}
-		last = end
 		if s := w.share(); s > peak {
 			peak, peakAt = s, end
+		}
+		for sec := max(0, end-healthWindow); sec < end; sec++ {
+			b := h.buckets[sec]
+			if b.total == 0 || float64(b.info) <= healthShare*float64(b.total) {
+				continue
+			}
+			if first < 0 || sec < first {
+				first = sec
+			}
+			last = max(last, sec+1)
 		}
 	}
 	if first < 0 {
 		return ""
 	}
-	return fmt.Sprintf("the share of acquires with an unknown outcome (timed out) rose above %.0f%% outside faults from %ds to %ds of the run (peak %.0f%% in the %ds before %ds): the machine was too loaded for --node-timeout %v, and the run measured the harness more than the lock; raise --node-timeout (or lower --clients)",
-		healthShare*100, first, last, peak*100, healthWindow, peakAt, nodeTimeout)
+	return fmt.Sprintf("the share of acquires with an unknown outcome (timed out) rose above %.0f%% outside faults from %ds to %ds of the run (peak %.0f%% over %ds-%ds): the machine was too loaded for --node-timeout %v, and the run measured the harness more than the lock; raise --node-timeout (or lower --clients)",
+		healthShare*100, first, last, peak*100, max(0, peakAt-healthWindow), peakAt, nodeTimeout)
 }

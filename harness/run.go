@@ -330,8 +330,8 @@ type system struct {
 
 // startSystem starts the nodes, then one link per client group and node, then the admin clients.
 // On error everything started is stopped again.
-func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (sys *system, err error) {
-	sys = &system{admin: map[string]*redis.Client{}, links: links.New(), groups: cfg.GroupNames()}
+func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
+	sys := &system{admin: map[string]*redis.Client{}, links: links.New(), groups: cfg.GroupNames()}
 	sys.closers = append(sys.closers, func() { sys.links.Close() })
 	defer func() {
 		if err != nil {

@@ -175,6 +175,9 @@ func (r *redlock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lea
 	return nil, fmt.Errorf("%w: extended on %d of %d nodes", ErrLeaseLost, len(extended), len(r.nodes))
 }
 
+// Warm implements Warmer.
+func (r *redlock) Warm(ctx context.Context) error { return warm(ctx, r.clients, r.opts.NodeTimeout) }
+
 func (r *redlock) Close() error {
 	var errs []error
 	for _, c := range r.clients {

@@ -79,4 +79,9 @@ func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Leas
 	return &nl, nil
 }
 
+// Warm implements Warmer.
+func (s *single) Warm(ctx context.Context) error {
+	return warm(ctx, []*redis.Client{s.client}, s.opts.NodeTimeout)
+}
+
 func (s *single) Close() error { return s.client.Close() }

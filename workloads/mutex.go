@@ -55,18 +55,16 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	if m.ThinkMax <= 0 {
 		m.ThinkMax = 20 * time.Millisecond
 	}
-	return runSlots(m.Clients, func(slot int) error { return m.process(ctx, env, slot) })
+	return runSlots(ctx, env, m.Clients, m.TTL, func(c *client) error { return m.process(ctx, env, c) })
 }
 
 // process is one worker slot. Its process id changes after every indeterminate result.
-func (m Mutex) process(ctx context.Context, env Env, slot int) error {
-	rng := rand.New(rand.NewPCG(m.Seed, uint64(slot)+1))
-	c, err := newClient(ctx, env, slot, m.Clients, m.TTL)
-	if err != nil {
-		return err
-	}
-	defer c.close()
+func (m Mutex) process(ctx context.Context, env Env, c *client) error {
+	rng := rand.New(rand.NewPCG(m.Seed, uint64(c.pid)+1))
 	rec := env.Recorder
+	// A random first pause spreads the processes' first connections and requests over the think
+	// time, instead of every process dialling every node in the same millisecond.
+	sleep(ctx, randDuration(rng, m.ThinkMax))
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(m.Keys))
 		lease, err := c.acquire(key)
