@@ -114,7 +114,8 @@ type Endpoint struct {
 
 // Options tune a lock. Zero values take the defaults documented on each field.
 type Options struct {
-	// NodeTimeout bounds each request to one node; default TTL/20 is chosen by the caller, else 100ms.
+	// NodeTimeout bounds each request to one node; the harness passes its own default (TTL/4 within
+	// [50ms, 2s]); a Locker built without one uses 100ms.
 	NodeTimeout time.Duration
 	// DriftFactor is the share of the TTL reserved for clock drift; default 0.01 (the Redlock spec).
 	DriftFactor float64
