@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -140,8 +139,10 @@ func (r *Recorder) Close() error {
 	}
 	// Synced before the check reads it: a history that a power loss could cut short is not the
 	// record a verdict may rest on.
-	if serr := r.f.Sync(); serr != nil && !errors.Is(serr, syscall.EINVAL) {
-		r.fail(fmt.Errorf("sync history: %w", serr))
+	if st, err := r.f.Stat(); err == nil && st.Mode().IsRegular() {
+		if serr := r.f.Sync(); serr != nil {
+			r.fail(fmt.Errorf("sync history: %w", serr))
+		}
 	}
 	if cerr := r.f.Close(); cerr != nil {
 		r.fail(fmt.Errorf("close history: %w", cerr))
