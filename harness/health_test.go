@@ -49,3 +49,15 @@ func TestHealthIgnoresFaultsAndNoise(t *testing.T) {
 		t.Errorf("unexpected warning: %s", w)
 	}
 }
+
+// The progress line names the overload and the flag while it lasts.
+func TestProgressLineShowsOverload(t *testing.T) {
+	s := newStatus()
+	feed(&s.health, 3, 40, 20, false)
+	if l := s.line(4*time.Second, time.Minute, 100*time.Millisecond); !strings.Contains(l, "OVERLOAD: 50% of acquires timed out") || !strings.Contains(l, "raise --node-timeout (now 100ms)") {
+		t.Errorf("progress line %q does not warn", l)
+	}
+	if l := s.line(10*time.Second, time.Minute, 100*time.Millisecond); strings.Contains(l, "OVERLOAD") {
+		t.Errorf("progress line %q still warns five quiet seconds later", l)
+	}
+}
