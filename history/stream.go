@@ -28,6 +28,9 @@ type Recorder struct {
 	err      error
 	closed   bool
 	observer func(Event)
+	// failed is closed at the first write that fails (a full disk): a run whose history has a hole
+	// cannot be checked, so the harness stops it at once.
+	failed chan struct{}
 
 	stopFlush chan struct{}
 	flushDone chan struct{}
@@ -43,7 +46,7 @@ func Create(path string, start time.Time, observer func(Event)) (*Recorder, erro
 	w := bufio.NewWriterSize(f, 64<<10)
 	r := &Recorder{
 		start: start, f: f, w: w, enc: json.NewEncoder(w), observer: observer,
-		stopFlush: make(chan struct{}), flushDone: make(chan struct{}),
+		stopFlush: make(chan struct{}), flushDone: make(chan struct{}), failed: make(chan struct{}),
 	}
 	go r.flushLoop()
 	return r, nil
@@ -69,8 +72,8 @@ func (r *Recorder) Record(e Event) Event {
 	if r.closed {
 		return e
 	}
-	if err := r.enc.Encode(e); err != nil && r.err == nil {
-		r.err = fmt.Errorf("write history: %w", err)
+	if err := r.enc.Encode(e); err != nil {
+		r.fail(fmt.Errorf("write history: %w", err))
 	}
 	if r.observer != nil {
 		r.observer(e)
@@ -88,12 +91,31 @@ func (r *Recorder) flushLoop() {
 			return
 		case <-t.C:
 			r.mu.Lock()
-			if err := r.w.Flush(); err != nil && r.err == nil {
-				r.err = fmt.Errorf("flush history: %w", err)
+			if err := r.w.Flush(); err != nil {
+				r.fail(fmt.Errorf("write history: %w", err))
 			}
 			r.mu.Unlock()
 		}
 	}
+}
+
+// fail records the first write error and signals Failed; r.mu is held.
+func (r *Recorder) fail(err error) {
+	if r.err != nil {
+		return
+	}
+	r.err = err
+	close(r.failed)
+}
+
+// Failed is closed as soon as a write of the history fails; Err then says why.
+func (r *Recorder) Failed() <-chan struct{} { return r.failed }
+
+// Err is the first write error, or nil.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // Close flushes and closes the file. Events recorded after Close are dropped.
@@ -109,12 +131,18 @@ func (r *Recorder) Close() error {
 	<-r.flushDone
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.err
-	if ferr := r.w.Flush(); ferr != nil && err == nil {
-		err = fmt.Errorf("flush history: %w", ferr)
+	if ferr := r.w.Flush(); ferr != nil {
+		r.fail(fmt.Errorf("write history: %w", ferr))
 	}
-	if cerr := r.f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close history: %w", cerr)
+	// Synced before the check reads it: a history that a power loss could cut short is not the
+	// record a verdict may rest on.
+	if st, err := r.f.Stat(); err == nil && st.Mode().IsRegular() {
+		if serr := r.f.Sync(); serr != nil {
+			r.fail(fmt.Errorf("sync history: %w", serr))
+		}
 	}
-	return err
+	if cerr := r.f.Close(); cerr != nil {
+		r.fail(fmt.Errorf("close history: %w", cerr))
+	}
+	return r.err
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,15 +108,10 @@ func WriteCard(dir string, card *Card) error {
 	if err := WriteJSON(dir, CardJSON, card); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, CardMarkdown))
-	if err != nil {
+	if err := writeAtomic(filepath.Join(dir, CardMarkdown), card.Markdown); err != nil {
 		return fmt.Errorf("write report card: %w", err)
 	}
-	if err := card.Markdown(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // Markdown renders the card.

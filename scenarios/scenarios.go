@@ -28,6 +28,8 @@ type Scenario struct {
 	File   string
 	Config harness.Config
 	Expect Expectation
+	// RandomSeed is true when the file gives no seed: Config.Seed was drawn at random, to be printed.
+	RandomSeed bool
 }
 
 // All reads the built-in scenarios, sorted by name.

@@ -48,6 +48,14 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
 			}
+			if err := refuseZero(cmd.Flags(), "client-groups", "interval"); err != nil {
+				return err
+			}
+			store, err := filepath.Abs(base.Store)
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", base.Store, err)
+			}
+			base.Store = store
 			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
 			base.Revision, base.Command = revision, cmdLine()
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
@@ -88,8 +96,14 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 						fmt.Fprintf(w, "could not run: %v\n", err)
 					} else {
 						r := results.NewCellRun(seed, out.Dir, out.Result)
+						if runExitCode(out) == 2 {
+							r.Verdict = "unknown" // cut short: never valid
+						}
 						c.Runs = append(c.Runs, r)
 						fmt.Fprintf(w, "%s, %d violations\n", r.Verdict, r.Violations)
+						for _, warn := range out.Warnings {
+							fmt.Fprintln(w, "  warning:", warn)
+						}
 					}
 					// The card is rewritten after every run, so an interrupted matrix keeps what it did.
 					if err := results.WriteCard(dir, card); err != nil {
@@ -116,7 +130,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.StringArrayVar(&nemeses, "nemeses", nil, fmt.Sprintf("one cell's nemeses; repeat for more cells (default none): %v", nemesis.Names()))
 	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
 	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
-	f.IntVar(&base.Clients, "clients", 10, "concurrent client processes")
+	f.IntVar(&base.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
 	f.IntVar(&base.Keys, "keys", 1, "lock keys the clients contend for")
 	f.StringVar(&base.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")

@@ -33,18 +33,20 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 	if o.timeLimit > 0 {
 		cfg.TimeLimit = harness.Duration(o.timeLimit)
 	}
-	fmt.Fprintf(w, "== %s: %s\n   %s, seed %d, expect %s\n", s.Name, s.Why, s.File, cfg.Seed, s.Expect)
+	seed := fmt.Sprintf("seed %d", cfg.Seed)
+	if s.RandomSeed && o.seed == nil {
+		seed = fmt.Sprintf("seed %d (drawn at random: the file gives none; rerun it with --seed %d)", cfg.Seed, cfg.Seed)
+	}
+	fmt.Fprintf(w, "== %s: %s\n   %s, %s, expect %s\n", s.Name, s.Why, s.File, seed, s.Expect)
 	out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 	if err != nil {
 		return false, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	fmt.Fprint(w, out.Result.Summary())
-	for _, e := range out.Errors {
-		fmt.Fprintln(w, "run error:", e)
-	}
+	printOutcome(w, out)
 	miss := s.Expect.Met(out.Result)
-	if out.Interrupted {
-		miss = append(miss, "interrupted")
+	if out.Stopped != "" {
+		miss = append(miss, out.Stopped)
 	}
 	if len(miss) == 0 {
 		fmt.Fprintf(w, "== %s: expected %s: met (%s)\n\n", s.Name, s.Expect, out.Dir)
