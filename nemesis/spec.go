@@ -306,13 +306,19 @@ func Build(spec Spec, env Env) (Nemesis, error) {
 
 func buildRestart(delayed bool) builder {
 	return func(env Env, p *Params) (Nemesis, error) {
-		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes}
+		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes, env: env}
 		r.Interval = p.Duration("interval", env.Interval)
-		switch p.Choice("target", "mixed", "mixed", "one", "majority") {
+		switch target := p.Choice("target", "mixed", RestartTargets()...); target {
 		case "one":
 			r.MajorityShare = -1
 		case "majority":
 			r.MajorityShare = 1
+		case TargetHolder, TargetHolderOne, TargetHolderMajority:
+			r.Target = target
+		}
+		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
+			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
 		}
 		if delayed {
 			r.Delay = p.Duration("delay", env.RestartDelay)
@@ -325,4 +331,10 @@ func buildRestart(delayed bool) builder {
 		}
 		return r, nil
 	}
+}
+
+// RestartTargets lists the restart nemesis's target values: mixed (one node or a majority, drawn per
+// fault), one, majority, and the lock-aware holder kinds.
+func RestartTargets() []string {
+	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority}
 }
