@@ -71,7 +71,11 @@ if [ ! -d store/latest ]; then
 	failed=1
 fi
 # Re-checking the stored run gives the same verdict and exit code.
-step "$run_code" check bin/lockpick check store/latest || true
+if [ "$run_code" -le 2 ]; then
+	step "$run_code" check bin/lockpick check store/latest || true
+else
+	echo "newcomer: !!!!!!!! check not tried: the run crashed" >&2
+fi
 
 # One scenario target, as the README shows it.
 step 0 scenario make single-none "ARGS=--time-limit 5s" || true
