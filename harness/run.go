@@ -267,11 +267,11 @@ func (c *Config) workload(sys *system) interface {
 
 // Check reads the history stored in dir, checks it, and writes the results beside it.
 func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Result, error) {
-	events, err := history.ReadFile(filepath.Join(dir, history.FileName))
+	l, err := history.ReadLogFile(filepath.Join(dir, history.FileName))
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}
-	res, err := checker.Check(events, checker.Options{Timeout: timeout})
+	res, err := checker.CheckLog(l, checker.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}
