@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,7 @@ func violationFinding(i int, v *checker.Violation, res *checker.Result, d *runDa
 			nodes = union(nodes, e.Nodes)
 		}
 	}
+	slices.SortFunc(nodes, naturalLess)
 	for _, n := range nodes {
 		l := nodeLane(n, f.Lo, f.Hi, res.Faults, d)
 		// The nemesis operations on the node, each at its invoke (kill, start, a clock jump...).
@@ -139,12 +141,9 @@ func nodeLane(n string, lo, hi int64, faults []checker.FaultWindow, d *runData) 
 		if w.End < lo || w.Start > hi || (len(w.Nodes) > 0 && !slices.Contains(w.Nodes, n)) {
 			continue
 		}
-		label := w.Fault
-		if w.F != "" && w.F != w.Fault {
-			label += " " + w.F
-		}
-		l.Bars = append(l.Bars, fbar{S: w.Start, E: w.End, Class: "fault", Role: "fault", Label: label,
-			Title: fmt.Sprintf("%s %s [%s, %s]", label, strings.Join(w.Nodes, " "), checker.FormatTime(w.Start), checker.FormatTime(w.End))})
+		// The bar names the nemesis; its operations (kill, start) are marks of their own.
+		l.Bars = append(l.Bars, fbar{S: w.Start, E: w.End, Class: "fault", Role: "fault", Label: w.Fault,
+			Title: fmt.Sprintf("%s %s [%s, %s]", faultName(w), strings.Join(w.Nodes, " "), checker.FormatTime(w.Start), checker.FormatTime(w.End))})
 	}
 	for _, p := range d.offsets[n] {
 		if p.t >= lo && p.t <= hi && !p.measured {
@@ -314,4 +313,23 @@ func orNone(s string) string {
 		return "(not reported)"
 	}
 	return s
+}
+
+// naturalLess orders node names as people count them: n2 before n10.
+func naturalLess(a, b string) int {
+	ta, na := splitNumber(a)
+	tb, nb := splitNumber(b)
+	if ta != tb {
+		return strings.Compare(ta, tb)
+	}
+	return na - nb
+}
+
+func splitNumber(s string) (string, int) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n, _ := strconv.Atoi(s[i:])
+	return s[:i], n
 }

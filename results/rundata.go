@@ -1,9 +1,12 @@
 package results
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,63 +170,118 @@ func readRunData(dir string, res *checker.Result) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := history.ReadFile(filepath.Join(dir, history.FileName))
-	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	if len(events) > 0 && events[0].Plan != nil {
-		meta.fillFromPlan(events[0].Plan)
-	}
 	d := &runData{meta: meta, clients: meta.Clients, offsets: map[string][]offsetPoint{}}
 	if d.clients <= 0 {
-		d.clients = maxProcess(events) + 1
+		// Without a configured client count, one slot per process: a first pass finds how many.
+		n := 0
+		err = eachEvent(filepath.Join(dir, history.FileName), func(e *leanEvent) { n = max(n, e.Process+1) })
+		if err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		d.clients = max(n, 1)
 	}
-	d.collect(events)
+	c := newCollector(d)
+	if err := eachEvent(filepath.Join(dir, history.FileName), c.event); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	c.finish()
 	d.nodes = nodesOf(d.acquires, res.Faults)
 	return d, nil
 }
 
-// maxProcess is the largest client process id; with no configured client count every process
-// gets its own slot.
-func maxProcess(events []history.Event) int {
-	m := 0
-	for _, e := range events {
-		m = max(m, e.Process)
-	}
-	return m
+// leanEvent is the part of a history event the report draws. Decoding only these fields, one line
+// at a time, costs a fraction of reading the whole history into memory (the checker has done that
+// already, and a report must not double a long run's memory).
+type leanEvent struct {
+	Time     int64            `json:"time"`
+	Type     history.Type     `json:"type"`
+	Process  int              `json:"process"`
+	F        string           `json:"f"`
+	Key      string           `json:"key"`
+	Value    string           `json:"value"`
+	Deadline int64            `json:"deadline"`
+	Nodes    []string         `json:"nodes"`
+	Offsets  map[string]int64 `json:"offsets"`
+	Reason   string           `json:"reason"`
+	Plan     *history.Plan    `json:"plan"`
 }
 
-// collect pairs invokes with completions, and ok acquires with the release that ends their hold,
-// by the same rules as the checker (an earlier deadline ends the hold; a missing one never does).
-func (d *runData) collect(events []history.Event) {
-	inflight := map[int]int{} // pid -> index into acquires or writes of its open operation
-	open := map[int][]int{}   // pid -> ok acquires whose hold has not ended
-	writeInv := map[int]int{} // pid -> index into writes
-	for _, e := range events {
-		d.end = max(d.end, e.Time)
-		switch {
-		case e.IsNemesis():
-			d.nemesisEvent(e)
-		case e.Process < 0:
-		case e.F == history.FAcquire:
-			d.acquireEvent(e, inflight, open)
-		case e.F == history.FRelease && e.Type == history.Invoke:
-			d.endHold(e, open)
-		case e.F == history.FWrite:
-			if e.Type == history.Invoke {
-				v, _ := strconv.ParseInt(e.Value, 10, 64)
-				writeInv[e.Process] = len(d.writes)
-				d.writes = append(d.writes, write{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, value: v, inv: e.Time, comp: -1})
-			} else if i, ok := writeInv[e.Process]; ok {
-				delete(writeInv, e.Process)
-				d.writes[i].comp, d.writes[i].accepted = e.Time, e.Type == history.OK
+// eachEvent streams a history file; like history.Read it ignores a last line cut short by a crash.
+func eachEvent(path string, fn func(*leanEvent)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(b)) > 0 {
+			var e leanEvent
+			if jerr := json.Unmarshal(b, &e); jerr != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return fmt.Errorf("%s line %d: %w", path, line, jerr)
 			}
+			fn(&e)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", path, line, err)
 		}
 	}
-	for _, i := range inflight {
+}
+
+// collector pairs invokes with completions, and ok acquires with the release that ends their hold,
+// by the same rules as the checker (an earlier deadline ends the hold; a missing one never does).
+type collector struct {
+	d        *runData
+	inflight map[int]int   // pid -> index into acquires of its open acquire
+	open     map[int][]int // pid -> ok acquires whose hold has not ended
+	writeInv map[int]int   // pid -> index into writes
+	seenPlan bool
+}
+
+func newCollector(d *runData) *collector {
+	return &collector{d: d, inflight: map[int]int{}, open: map[int][]int{}, writeInv: map[int]int{}}
+}
+
+func (c *collector) event(e *leanEvent) {
+	d := c.d
+	d.end = max(d.end, e.Time)
+	switch {
+	case e.Plan != nil && !c.seenPlan:
+		c.seenPlan = true
+		d.meta.fillFromPlan(e.Plan)
+	case e.Process == history.NemesisProcess:
+		d.nemesisEvent(e)
+	case e.Process < 0:
+	case e.F == history.FAcquire:
+		d.acquireEvent(e, c.inflight, c.open)
+	case e.F == history.FRelease && e.Type == history.Invoke:
+		d.endHold(e, c.open)
+	case e.F == history.FWrite && e.Type == history.Invoke:
+		v, _ := strconv.ParseInt(e.Value, 10, 64)
+		c.writeInv[e.Process] = len(d.writes)
+		d.writes = append(d.writes, write{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, value: v, inv: e.Time, comp: -1})
+	case e.F == history.FWrite:
+		if i, ok := c.writeInv[e.Process]; ok {
+			delete(c.writeInv, e.Process)
+			d.writes[i].comp, d.writes[i].accepted = e.Time, e.Type == history.OK
+		}
+	}
+}
+
+// finish closes what the history left open: pending acquires, and holds never released.
+func (c *collector) finish() {
+	d := c.d
+	for _, i := range c.inflight {
 		d.acquires[i].outcome, d.acquires[i].comp = outPending, d.end
 	}
-	for _, hs := range open {
+	for _, hs := range c.open {
 		for _, i := range hs {
 			a := &d.acquires[i]
 			a.holdEnd, a.endedBy = min(a.deadline, d.end), endOpen
@@ -236,7 +294,7 @@ func (d *runData) collect(events []history.Event) {
 
 func (d *runData) slotOf(pid int) int { return pid % d.clients }
 
-func (d *runData) acquireEvent(e history.Event, inflight map[int]int, open map[int][]int) {
+func (d *runData) acquireEvent(e *leanEvent, inflight map[int]int, open map[int][]int) {
 	if e.Type == history.Invoke {
 		inflight[e.Process] = len(d.acquires)
 		d.acquires = append(d.acquires, acquire{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, inv: e.Time})
@@ -268,7 +326,7 @@ func (d *runData) acquireEvent(e history.Event, inflight map[int]int, open map[i
 }
 
 // endHold ends the latest open hold of the process that the release names.
-func (d *runData) endHold(e history.Event, open map[int][]int) {
+func (d *runData) endHold(e *leanEvent, open map[int][]int) {
 	hs := open[e.Process]
 	for j := len(hs) - 1; j >= 0; j-- {
 		a := &d.acquires[hs[j]]
@@ -285,7 +343,7 @@ func (d *runData) endHold(e history.Event, open map[int][]int) {
 	}
 }
 
-func (d *runData) nemesisEvent(e history.Event) {
+func (d *runData) nemesisEvent(e *leanEvent) {
 	for n, off := range e.Offsets {
 		d.offsets[n] = append(d.offsets[n], offsetPoint{t: e.Time, offset: off, measured: e.Type != history.Invoke})
 	}

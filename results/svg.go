@@ -93,7 +93,7 @@ func writeLane(b *strings.Builder, l flane, y int, lo, hi int64, x func(int64) f
 			role = ` data-role="` + esc(m.Role) + `"`
 		}
 		fmt.Fprintf(b, `<g class="mark %s"%s><line x1="%.1f" y1="%d" x2="%.1f" y2="%d"/><circle cx="%.1f" cy="%d" r="3.5"/><title>%s</title></g>`,
-			esc(m.Class), role, xm, y+14, xm, y+svgLaneH-2, xm, y+28, esc(m.Title))
+			esc(m.Class), role, xm, y+14, xm, y+svgLaneH-2, xm, y+15, esc(m.Title))
 		row := 0
 		if xm < lastEnd[0] {
 			row = 1

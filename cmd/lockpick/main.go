@@ -69,6 +69,6 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashe
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newServeCmd())
 	return root
 }
