@@ -82,8 +82,8 @@ func CellCase(c *Cell) JUnitCase {
 		case r.Error != "":
 			broken = append(broken, fmt.Sprintf("seed %d could not run: %s", r.Seed, r.Error))
 		case r.Verdict == checker.Invalid.String():
-			invalid = append(invalid, fmt.Sprintf("seed %d: %d violations", r.Seed, r.Violations))
 			s, _ := os.ReadFile(filepath.Join(r.Dir, SummaryFile))
+			invalid = append(invalid, fmt.Sprintf("seed %d: %d violations%s", r.Seed, r.Violations, firstCause(string(s))))
 			fmt.Fprintf(&text, "== seed %d (%s)\n%s\n", r.Seed, r.Dir, s)
 		case r.Verdict != checker.Valid.String():
 			broken = append(broken, fmt.Sprintf("seed %d: verdict %s (%s)", r.Seed, r.Verdict, r.Dir))
@@ -152,4 +152,14 @@ func WriteJUnit(path string, s JUnitSuite) error {
 		return fmt.Errorf("write --junit %s: %w", path, err)
 	}
 	return nil
+}
+
+// firstCause is the first violation's cause from a summary.txt, as ", cause: ...", or "".
+func firstCause(summary string) string {
+	for _, l := range strings.Split(summary, "\n") {
+		if c, ok := strings.CutPrefix(strings.TrimSpace(l), "cause: "); ok {
+			return ", cause: " + c
+		}
+	}
+	return ""
 }
