@@ -129,6 +129,9 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
 		return fmt.Errorf("write visualization: %w", err)
 	}
+	if err := WriteReport(dir, res, info); err != nil {
+		return err
+	}
 	if res.Resource == nil {
 		return nil
 	}

@@ -22,6 +22,7 @@ func newMatrixCmd() *cobra.Command {
 	var firstSeed uint64
 	var base harness.Config
 	var ttl, timeLimit, recovery, interval time.Duration
+	var junit *string
 	cmd := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every lock under every nemesis with several seeds and write a report card",
@@ -82,6 +83,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			}}
 			card.Cells = cells
 			crashed := false
+			j := newJUnit(*junit, "lockpick matrix")
 			for _, c := range cells {
 				for s := range seeds {
 					seed := firstSeed + uint64(s)
@@ -107,6 +109,10 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 					}
 					// The card is rewritten after every run, so an interrupted matrix keeps what it did.
 					if err := results.WriteCard(dir, card); err != nil {
+						return err
+					}
+					j.setCells(cells)
+					if err := j.write(); err != nil {
 						return err
 					}
 					if cmd.Context().Err() != nil {
@@ -139,6 +145,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
 	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
 	f.StringVar(&base.Store, "store", "store", "directory of the run store")
+	junit = junitFlag(cmd, "cell (a failure when any seed is invalid)")
 	return cmd
 }
 

@@ -22,6 +22,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var cfg harness.Config
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout time.Duration
+	var junit *string
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -49,7 +50,13 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			began := time.Now()
 			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
+			j := newJUnit(*junit, "lockpick run")
+			j.addRun(cfg, out, err, time.Since(began))
+			if jerr := j.write(); jerr != nil && err == nil {
+				err = jerr
+			}
 			if err != nil {
 				return err
 			}
@@ -58,7 +65,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			printOutcome(w, out)
 			fmt.Fprintf(w, "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
 			fmt.Fprintf(w, "report: %s, %s, %s\n",
-				filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile), filepath.Join(out.Dir, results.VisualizationFile))
+				filepath.Join(out.Dir, results.ReportFile), filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile))
 			return exitError{runExitCode(out)}
 		},
 	}
@@ -87,6 +94,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	junit = junitFlag(cmd, "run")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
@@ -96,7 +104,7 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "time-limit", "store":
+		case "seed", "time-limit", "store", "junit":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
@@ -110,6 +118,8 @@ func runFile(cmd *cobra.Command, file string) error {
 	}
 	o := scenarioOverrides{}
 	o.store, _ = cmd.Flags().GetString("store")
+	junitPath, _ := cmd.Flags().GetString("junit")
+	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {
 		o.timeLimit, _ = cmd.Flags().GetDuration("time-limit")
 	}
@@ -118,6 +128,9 @@ func runFile(cmd *cobra.Command, file string) error {
 		o.seed = &seed
 	}
 	met, err := runScenario(cmd, s, o)
+	if jerr := o.junit.write(); jerr != nil && err == nil {
+		err = jerr
+	}
 	if err != nil {
 		return err
 	}
