@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps test vet tidy newcomer bench demo scenarios $(SCENARIOS) counter-figures clean
+.PHONY: all build shim deps browser test vet tidy newcomer bench demo scenarios $(SCENARIOS) counter-figures clean
 
 all: build
 
@@ -43,9 +43,14 @@ tidy:
 
 # The unit and integration tests, then the newcomer's path (scripts/newcomer.sh): in a fresh clone
 # of the committed HEAD, what the README tells a newcomer to type, with every default.
-test: deps vet tidy shim
+test: deps browser vet tidy shim
 	$(GO) test -race -count=1 -timeout 14m ./...
 	@scripts/newcomer.sh
+
+# Headless Chromium for the report's browser test (results: TestReportInBrowser). Installed when
+# this machine may install; without it that one test is skipped and says so.
+browser:
+	@scripts/install-chromium.sh </dev/null || echo "no chromium: the report's browser test will be skipped"
 
 newcomer: deps
 	@scripts/newcomer.sh
