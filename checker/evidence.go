@@ -231,7 +231,8 @@ func nemesisEvidence(events []history.Event, p *parsed, specs []string) []Nemesi
 }
 
 // describe renders the evidence for the summary, one line per rule.
-func (ev *Evidence) describe() []string {
+// Lines are the evidence rules with what the history showed for each, one line a rule.
+func (ev *Evidence) Lines() []string {
 	var lines []string
 	rule := fmt.Sprintf("(a) at least %d grant on every key: ", ev.MinGrants)
 	switch {

@@ -213,7 +213,7 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, "lock level decided by: %s\n", r.DecidedBy)
 	fmt.Fprintf(&b, "evidence (valid needs all of it; invalid needs none):\n")
-	for _, line := range r.Evidence.describe() {
+	for _, line := range r.Evidence.Lines() {
 		fmt.Fprintf(&b, "  %s\n", line)
 	}
 	if r.Resource != nil {

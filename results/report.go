@@ -114,7 +114,7 @@ func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunIn
 	}
 	p := reportPage{
 		Verdict: res.Valid, VerdictWord: strings.ToUpper(res.Valid.String()), Verdicts: res.Verdicts(),
-		Meta: metaRows(d.meta, res), Evidence: evidenceRows(d, res, info),
+		Meta: metaRows(d.meta, res), Evidence: evidenceRows(res),
 		Timeline: template.JS(tl), CSS: template.CSS(css), JS: template.JS(js),
 		Faults: faultLines(res.Faults), OverrunCount: res.OverrunCount,
 		Notes: slices.Concat(res.Notes, info.Errors), Files: fileLinks(dir, res.Resource != nil), Summary: res.Summary(),
@@ -166,53 +166,37 @@ func metaRows(m runMeta, res *checker.Result) []kv {
 	return append(rows, kv{Key: "started", Value: m.Started})
 }
 
-// evidenceRows say how much the run exercised the lock: what a valid verdict rests on.
-//
-// Issue 8 gives checker.Result the fields Evidence, UnknownReason and DecidedBy; when they land,
-// show them here, first: the checker's own judgement of the evidence, why an unknown verdict is
-// unknown, and which analysis decided. Until then these rows are computed from Stats and Faults.
-func evidenceRows(d *runData, res *checker.Result, info RunInfo) []kv {
+// evidenceRows say how much the run exercised the lock: what a valid verdict rests on. The
+// checker's own judgement comes first (its rules, why an unknown verdict is unknown, which analysis
+// decided), then the counts a reader checks it against.
+func evidenceRows(res *checker.Result) []kv {
 	s := res.Stats
 	var rows []kv
+	if res.UnknownReason != "" {
+		rows = append(rows, kv{Key: "unknown because", Value: res.UnknownReason, Class: "bad"})
+	}
+	class := ""
+	if !res.Evidence.Enough {
+		class = "bad"
+	}
+	for i, line := range res.Evidence.Lines() {
+		key := ""
+		if i == 0 {
+			key = "evidence"
+		}
+		rows = append(rows, kv{Key: key, Value: line, Class: class})
+	}
 	var perKey []string
 	for _, k := range slices.Sorted(maps.Keys(s.AcquiresByKey)) {
 		perKey = append(perKey, fmt.Sprintf("%s %d", k, s.AcquiresByKey[k].OK))
 	}
-	okClass := ""
-	if s.Acquires.OK == 0 {
-		okClass = "bad"
-	}
-	rows = append(rows, kv{Key: "ok acquires per key", Value: orDash(strings.Join(perKey, ", ")), Class: okClass})
-	applied := map[string]int{}
-	for _, f := range res.Faults {
-		applied[f.Fault]++
-	}
-	var fs []string
-	for _, k := range slices.Sorted(maps.Keys(applied)) {
-		fs = append(fs, fmt.Sprintf("%s ×%d", k, applied[k]))
-	}
-	faultClass := ""
-	if len(res.Faults) == 0 && d.meta.Nemesis != "" && d.meta.Nemesis != "none" {
-		faultClass = "bad"
-	}
-	rows = append(rows, kv{Key: "faults applied", Value: orDash(strings.Join(fs, ", ")), Class: faultClass})
-	ran := checker.FormatTime(s.Duration)
-	runClass := ""
-	if planned := time.Duration(d.meta.TimeLimit + d.meta.Recovery); planned > 0 {
-		ran += " of " + planned.String() + " planned"
-		if s.Duration < int64(planned)*9/10 {
-			runClass = "warn"
-		}
-	}
-	if info.Interrupted {
-		ran += " (interrupted)"
-		runClass = "warn"
-	}
-	rows = append(rows, kv{Key: "time run", Value: ran, Class: runClass})
 	rows = append(rows,
-		kv{Key: "acquires", Value: fmt.Sprintf("%d ok, %d fail, %d info, %d pending; availability %.1f%%", s.Acquires.OK, s.Acquires.Fail, s.Acquires.Info, s.Acquires.Pending, 100*s.Availability)},
+		kv{Key: "ok acquires per key", Value: orDash(strings.Join(perKey, ", "))},
+		kv{Key: "acquires", Value: fmt.Sprintf("%d ok, %d refused because held, %d failed with an error, %d timed out, %d pending",
+			s.Acquires.OK, s.Acquires.Held, s.Acquires.Fail-s.Acquires.Held, s.Acquires.Info, s.Acquires.Pending)},
+		kv{Key: "availability", Value: fmt.Sprintf("held %.1f%% of the time, %.2f grants/s, error share %.1f%%", 100*s.HeldShare, s.GrantsPerSecond, 100*s.ErrorShare)},
 		kv{Key: "ok inside faults", Value: fmt.Sprintf("%d (%d asked and granted while a fault was surely in effect)", s.OKInFaults, s.OKWhollyInFaults)},
-		kv{Key: "checked", Value: fmt.Sprintf("porcupine %s on %d segments and the interval sweep, in %s", res.Porcupine, res.Segments, res.CheckDuration.Round(time.Millisecond))})
+		kv{Key: "decided by", Value: fmt.Sprintf("%s (porcupine %s on %d segments), checked in %s", res.DecidedBy, res.Porcupine, res.Segments, res.CheckDuration.Round(time.Millisecond))})
 	return rows
 }
 
