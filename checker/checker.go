@@ -30,6 +30,9 @@ type Options struct {
 	// MaxVisualizedOps is the number of porcupine operations above which the visualization shows
 	// only segments that failed or contain a violation (default 20000).
 	MaxVisualizedOps int
+
+	// alwaysPorcupine sends every segment to porcupine, even those it decides without (tests).
+	alwaysPorcupine bool
 }
 
 // The defaults of Options.
@@ -143,7 +146,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	segs := segmentsOf(p.holds, keys, byKey, split)
 	r.Segments = len(segs)
 	porcStart := time.Now()
-	out := checkSegments(model, p.holds, segs, timeout)
+	out := checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine)
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, len(segs)))

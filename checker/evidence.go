@@ -97,7 +97,7 @@ func gatherEvidence(st *store, run runInfo, p *parsed, keys []string) (Evidence,
 	if run.start >= 0 {
 		start = st.at(run.start).Time
 	}
-	ev.Covered = st.at(st.n - 1).Time - start
+	ev.Covered = st.at(st.n-1).Time - start
 	switch {
 	case run.end >= 0:
 		ev.Ended = string(st.at(run.end).Type)
