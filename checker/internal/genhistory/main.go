@@ -39,17 +39,21 @@ func write(path string, ops int, seed int64) error {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	enc := json.NewEncoder(w)
-	var index, shift int64
+	var index, shift, tokens int64
 	procs := 0
 	for done := 0; done < ops; done += chunk {
 		events := checker.Generate(seed+int64(done/chunk), min(chunk, ops-done), 1)
-		top := 0
+		top, topToken := 0, tokens
 		for _, e := range events {
 			e.Index = index
 			index++
 			e.Time += shift
 			if e.Deadline > 0 {
 				e.Deadline += shift
+			}
+			if e.Token > 0 {
+				e.Token += tokens // fencing tokens only go up, across chunks too
+				topToken = max(topToken, e.Token)
 			}
 			if e.Process >= 0 {
 				e.Process += procs // each chunk's processes are new ones
@@ -59,7 +63,7 @@ func write(path string, ops int, seed int64) error {
 				return err
 			}
 		}
-		procs = top
+		procs, tokens = top, topToken
 		// The next chunk starts after every lease of this one has ended.
 		shift = events[len(events)-1].Time + shift + int64(time.Second)
 	}
