@@ -206,8 +206,8 @@ type porcupineOutcome struct {
 
 // checkSegments runs porcupine on every segment with a few workers, so a history of a million holds
 // does not start a million goroutines at once. timeout bounds the whole step; 0 means no limit.
-// A segment whose holds follow one another (see sequential) is decided without porcupine, unless
-// alwaysPorcupine is set (the property test compares the two).
+// A segment whose holds follow one another (see sequential) gets the answer porcupine would give
+// without calling it, unless alwaysPorcupine is set (the property test compares the two).
 func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout time.Duration, alwaysPorcupine bool) porcupineOutcome {
 	var deadline time.Time
 	if timeout > 0 {
@@ -229,13 +229,6 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 					return
 				}
 				seg := &segs[i]
-				if !alwaysPorcupine {
-					var ok bool
-					if spans, ok = sequential(holds, seg, spans[:0]); ok {
-						seg.result = porcupine.Ok
-						continue
-					}
-				}
 				if seg.ops() > maxSegmentOps {
 					seg.result = porcupine.Unknown
 					tooLarge.Add(1)
@@ -246,6 +239,14 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 					if left = time.Until(deadline); left <= 0 {
 						seg.result = porcupine.Unknown
 						timedOut.Add(1)
+						continue
+					}
+				}
+				// After the checks above, so that every result is the one porcupine would give.
+				if !alwaysPorcupine {
+					var ok bool
+					if spans, ok = sequential(holds, seg, spans[:0]); ok {
+						seg.result = porcupine.Ok
 						continue
 					}
 				}
