@@ -55,9 +55,15 @@ browser:
 newcomer: deps
 	@scripts/newcomer.sh
 
-# Checker throughput on a generated history of one million operations on one hot key.
-bench:
+# Checker throughput on a generated history of one million operations on one hot key, then
+# `lockpick check FILE` from disk at 100k, 1M and 10M operations: wall time, CPU, peak RSS and a hash
+# of the verdict (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same
+# files; BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in $$TMPDIR).
+BEFORE      ?=
+BENCH_SIZES ?= 100000 1000000 10000000
+bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
+	SIZES="$(BENCH_SIZES)" scripts/bench-check.sh $(BIN) $(BEFORE)
 
 demo: deps build
 	@scripts/demo.sh $(BIN) $(STORE)

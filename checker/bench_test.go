@@ -47,7 +47,7 @@ func BenchmarkCheckOneMillionOps(b *testing.B) {
 }
 
 // BenchmarkReadAndCheckOneMillionOps is what `lockpick check` does with such a history: read the
-// JSON lines from disk, then check.
+// JSON lines from disk one event at a time and check them (goal: under 1.5 s and 250 MiB).
 func BenchmarkReadAndCheckOneMillionOps(b *testing.B) {
 	path := filepath.Join(b.TempDir(), history.FileName)
 	f, err := os.Create(path)
@@ -67,11 +67,8 @@ func BenchmarkReadAndCheckOneMillionOps(b *testing.B) {
 	b.ResetTimer()
 	var r *Result
 	for b.Loop() {
-		events, err := history.ReadFile(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if r, err = Check(events, Options{}); err != nil {
+		var err error
+		if r, err = CheckFile(path, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,8 @@ package checker
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -28,6 +30,9 @@ type Options struct {
 	// MaxVisualizedOps is the number of porcupine operations above which the visualization shows
 	// only segments that failed or contain a violation (default 20000).
 	MaxVisualizedOps int
+
+	// alwaysPorcupine sends every segment to porcupine, even those it decides without (tests).
+	alwaysPorcupine bool
 }
 
 // The defaults of Options.
@@ -63,29 +68,76 @@ func CheckLog(l *history.Log, opts Options) (*Result, error) {
 	return check(l, opts, true)
 }
 
+// CheckFile reads a history file and checks it as CheckLog does, with the same verdict, but one
+// event at a time: it keeps the holds and the few events later steps look at again (see store),
+// not the history, so its memory does not grow with the number of client operations. Errors name
+// the file and the line.
+func CheckFile(path string, opts Options) (*Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open history: %w", err)
+	}
+	defer f.Close()
+	r, err := CheckReader(f, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// CheckReader is CheckFile on a history being read from r.
+func CheckReader(r io.Reader, opts Options) (*Result, error) {
+	began := time.Now()
+	s := history.NewScanner(r)
+	st := streamStore()
+	v, pr := newValidator(st), newParser(st)
+	for s.Scan() {
+		st.push(s.Event(), s.Line())
+		i := st.n - 1
+		if err := v.event(i); err != nil {
+			// A line that is not an event at all, further on, is what reading the whole file
+			// first would report: report it all the same.
+			for s.Scan() {
+			}
+			if s.Err() != nil {
+				return nil, s.Err()
+			}
+			return nil, err
+		}
+		pr.event(i)
+		st.settle()
+	}
+	if s.Err() != nil {
+		return nil, s.Err()
+	}
+	return finish(st, v.run, pr.finish(), s.Truncated(), opts, true, began), nil
+}
+
 // check is CheckLog with quiet-point splitting optional, so tests can show splitting changes nothing.
 func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	began := time.Now()
-	opts = opts.withDefaults()
-	timeout := max(opts.Timeout, 0)
-	events := l.Events
-
 	// Step 0: the history's own assumptions, before anything reads it.
 	run, err := validate(l)
 	if err != nil {
 		return nil, err
 	}
-
 	// Step 1: holds.
-	p := parse(events)
+	p := parse(l.Events)
+	return finish(sliceStore(l), run, p, l.Truncated, opts, split, began), nil
+}
+
+// finish is every step after the first pass over the events (steps 0 and 1).
+func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, split bool, began time.Time) *Result {
+	opts = opts.withDefaults()
+	timeout := max(opts.Timeout, 0)
 	r := &Result{
 		Violations: []Violation{},
 		Overruns:   []Overrun{},
 		Notes:      append([]string{}, p.notes...),
 		Errors:     []string{},
 	}
-	if l.Truncated > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("the last line (line %d) was cut short, as a run killed mid-write leaves it, and was not read", l.Truncated))
+	if truncated > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("the last line (line %d) was cut short, as a run killed mid-write leaves it, and was not read", truncated))
 	}
 	keys, byKey := keyOrder(p.holds)
 
@@ -94,7 +146,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	segs := segmentsOf(p.holds, keys, byKey, split)
 	r.Segments = len(segs)
 	porcStart := time.Now()
-	out := checkSegments(model, p.holds, segs, timeout)
+	out := checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine)
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, len(segs)))
@@ -115,7 +167,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 			r.ViolationCount++
 			segs[segmentOfPair(p.holds, segOf, pr)].violations++
 			if len(r.Violations) < opts.MaxViolations {
-				r.Violations = append(r.Violations, explain(events, p, pr))
+				r.Violations = append(r.Violations, explain(st, p, pr))
 				r.pairs = append(r.pairs, pr)
 			}
 		})
@@ -136,7 +188,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	}
 	evKeys := evidenceKeys(run, &r.Stats)
 	availability(&r.Stats, p.holds, evKeys, p.last, r.Stats.Duration)
-	r.Faults = faultWindows(events, p)
+	r.Faults = faultWindows(st, p)
 	if r.Faults == nil {
 		r.Faults = []FaultWindow{}
 	}
@@ -145,7 +197,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 
 	// Step 6b: the lock's fencing tokens must only go up.
 	var regressions int
-	regressions, r.TokenRegressions = tokenRegressions(events, p, opts.MaxViolations)
+	regressions, r.TokenRegressions = tokenRegressions(st, p, opts.MaxViolations)
 	r.TokenRegressionCount = regressions
 	if regressions > 0 && r.Valid == Valid {
 		r.Valid = Invalid
@@ -153,13 +205,13 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	r.LockValid = r.Valid
 
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.
-	r.Resource = checkResource(events, p.holds, r.Faults, opts)
+	r.Resource = checkResource(st, p.holds, r.Faults, opts)
 	if r.Resource != nil {
 		r.Valid = combine(r.LockValid, r.Resource.Valid)
 	}
 
 	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.
-	r.weighEvidence(events, run, p, evKeys)
+	r.weighEvidence(st, run, p, evKeys)
 
 	// Step 8: what Visualize needs.
 	budget := time.Duration(0)
@@ -169,7 +221,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	r.prepareVisualization(model, p.holds, segs, segOf, opts.MaxVisualizedOps, budget)
 
 	r.CheckDuration = time.Since(began)
-	return r, nil
+	return r
 }
 
 // findOverruns lists holds whose protected work ended after the lease's deadline (step 5). A lease
@@ -191,10 +243,10 @@ func (r *Result) findOverruns(holds []hold, limit int) {
 
 // weighEvidence gathers the evidence (step 7): a valid verdict without enough of it becomes unknown,
 // and an unknown verdict gets the sentence that says why.
-func (r *Result) weighEvidence(events []history.Event, run runInfo, p *parsed, keys []string) {
+func (r *Result) weighEvidence(st *store, run runInfo, p *parsed, keys []string) {
 	var lacking string
-	r.Evidence, lacking = gatherEvidence(events, run, p, keys)
-	if !r.Evidence.HasPlan && len(events) > 0 {
+	r.Evidence, lacking = gatherEvidence(st, run, p, keys)
+	if !r.Evidence.HasPlan && st.n > 0 {
 		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
 	}
 	if r.Valid == Valid && !r.Evidence.Enough {

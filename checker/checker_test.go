@@ -68,6 +68,7 @@ func (h *hist) events() []history.Event {
 
 func mustCheck(t *testing.T, evs []history.Event) *Result {
 	t.Helper()
+	checkStreamed(t, evs, Options{}) // lockpick check's way must give the same result
 	r, err := Check(evs, Options{})
 	if err != nil {
 		t.Fatalf("Check: %v", err)

@@ -88,20 +88,20 @@ func evidenceKeys(run runInfo, s *Stats) []string {
 
 // gatherEvidence judges the rules of Evidence (step 8) and, when one fails, returns the sentence
 // that says why and what to do about it.
-func gatherEvidence(events []history.Event, run runInfo, p *parsed, keys []string) (Evidence, string) {
+func gatherEvidence(st *store, run runInfo, p *parsed, keys []string) (Evidence, string) {
 	ev := Evidence{Keys: keys, MinGrants: MinGrantsPerKey, HasPlan: run.plan != nil}
-	if len(events) == 0 {
+	if st.n == 0 {
 		return ev, "the history is empty: nothing was recorded, so nothing was checked; run lockpick run again and let it record"
 	}
-	start := events[0].Time
+	start := st.at(0).Time
 	if run.start >= 0 {
-		start = events[run.start].Time
+		start = st.at(run.start).Time
 	}
-	ev.Covered = events[len(events)-1].Time - start
+	ev.Covered = st.at(st.n-1).Time - start
 	switch {
 	case run.end >= 0:
-		ev.Ended = string(events[run.end].Type)
-		ev.EndError = events[run.end].Error
+		ev.Ended = string(st.at(run.end).Type)
+		ev.EndError = st.at(run.end).Error
 	case run.start >= 0:
 		ev.Ended = "killed"
 	}
@@ -120,7 +120,7 @@ func gatherEvidence(events []history.Event, run runInfo, p *parsed, keys []strin
 	if run.plan != nil {
 		ev.Planned = run.plan.TimeLimit + run.plan.Recovery
 		ev.TimeRan = ev.Ended == "ok" || ev.Covered >= ev.Planned-coverTolerance(ev.Planned)
-		ev.Nemeses = nemesisEvidence(events, p, run.plan.Nemeses)
+		ev.Nemeses = nemesisEvidence(st, p, run.plan.Nemeses)
 	}
 
 	// The first failing rule names the reason; a run cut short explains the rest, so it comes first.
@@ -202,7 +202,7 @@ func unapplied(n NemesisEvidence, ran string) string {
 
 // nemesisEvidence counts, for each planned nemesis, its fault operations and those that completed
 // without an error (rule b). A nemesis's events carry its name as their fault.
-func nemesisEvidence(events []history.Event, p *parsed, specs []string) []NemesisEvidence {
+func nemesisEvidence(st *store, p *parsed, specs []string) []NemesisEvidence {
 	var out []NemesisEvidence
 	for _, spec := range specs {
 		name, _, _ := strings.Cut(strings.TrimSpace(spec), ":")
@@ -211,7 +211,7 @@ func nemesisEvidence(events []history.Event, p *parsed, specs []string) []Nemesi
 		}
 		n := NemesisEvidence{Spec: spec, Name: name}
 		for _, op := range p.nemOps {
-			inv := &events[op.inv]
+			inv := st.at(op.inv)
 			if inv.Effect != history.EffectFault || (inv.Fault != name && !strings.HasPrefix(inv.Fault, name+"-")) {
 				continue
 			}
@@ -219,7 +219,7 @@ func nemesisEvidence(events []history.Event, p *parsed, specs []string) []Nemesi
 			if op.comp < 0 {
 				continue // never completed: whether it took effect is unknown
 			}
-			if c := &events[op.comp]; c.Type == history.Fail || c.Error != "" {
+			if c := st.at(op.comp); c.Type == history.Fail || c.Error != "" {
 				n.LastError = c.Error
 			} else {
 				n.Applied++

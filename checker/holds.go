@@ -105,159 +105,185 @@ const recentHolds = 8
 // parse pairs invocations with completions and builds holds, nemesis operations and statistics
 // (step 1). It reads a history that validate has accepted, so every completion has its invoke.
 func parse(events []history.Event) *parsed {
-	p := &parsed{expired: map[string]int{}}
-	inflight := make(map[int]int)         // process -> index of its in-flight invoke
-	open := make(map[int][]int32)         // process -> holds with no release invoked yet
-	recent := make(map[int][]int32)       // process -> its latest holds, for work events
-	nemInflight := make(map[string][]int) // nemesis F -> invokes waiting for completion
-	byKey := make(map[string]*Counts)
-	processes := make(map[int]struct{})
-	var expired, noDeadline, strayRelease, strayWork int
-
-	keyCounts := func(k string) *Counts {
-		c := byKey[k]
-		if c == nil {
-			c = &Counts{}
-			byKey[k] = c
-		}
-		return c
-	}
-
+	pr := newParser(sliceStore(&history.Log{Events: events}))
 	for i := range events {
-		e := &events[i]
-		if i == 0 || e.Time < p.first {
-			p.first = e.Time
-		}
-		if i == 0 || e.Time > p.last {
-			p.last = e.Time
-		}
+		pr.event(i)
+	}
+	return pr.finish()
+}
 
-		if e.Process == history.NemesisProcess {
-			p.nemesis = append(p.nemesis, i)
-			if e.Type == history.Invoke {
-				nemInflight[e.F] = append(nemInflight[e.F], i)
-				continue
-			}
-			// The oldest in-flight invoke of the operation, as validate paired them.
-			q := nemInflight[e.F]
-			k := 0
-			for k < len(q)-1 && e.Fault != "" && events[q[k]].Fault != "" && events[q[k]].Fault != e.Fault {
-				k++
-			}
-			p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
-			nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
-			continue
-		}
-		if e.Process == history.HarnessProcess {
-			continue // the run, and the final counter values that belong to the resource check
-		}
-		processes[e.Process] = struct{}{}
+// parser is step 1 one event at a time: event(i) takes event i of its store, in order, and finish
+// returns what the history parsed to.
+type parser struct {
+	st          *store
+	p           *parsed
+	inflight    map[int]int      // process -> index of its in-flight invoke
+	open        map[int][]int32  // process -> holds with no release invoked yet
+	recent      map[int][]int32  // process -> its latest holds, for work events
+	nemInflight map[string][]int // nemesis F -> invokes waiting for completion
+	byKey       map[string]*Counts
+	processes   map[int]struct{}
 
-		if e.Type == history.Invoke {
-			inflight[e.Process] = i
-			if e.F == history.FRelease {
-				// The release's invoke ends the hold whatever its outcome: the client has left
-				// its critical section.
-				hs := open[e.Process]
-				if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-					if h := &p.holds[hs[j]]; !h.dead {
-						h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-					}
-					open[e.Process] = append(hs[:j], hs[j+1:]...)
-				} else {
-					strayRelease++
-				}
-			}
-			continue
-		}
+	expired, noDeadline, strayRelease, strayWork int
+}
 
-		j := inflight[e.Process]
-		inv := &events[j]
-		delete(inflight, e.Process)
+func newParser(st *store) *parser {
+	return &parser{
+		st: st, p: &parsed{expired: map[string]int{}},
+		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
+		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
+	}
+}
 
-		switch e.F {
-		case history.FAcquire:
-			key := e.Key
-			if key == "" {
-				key = inv.Key
-			}
-			p.stats.Acquires.addAcquire(e)
-			keyCounts(key).addAcquire(e)
-			lat := e.Time - inv.Time
-			p.allLat = append(p.allLat, lat)
-			if e.Type != history.OK {
-				continue // fail and info never let the process into its critical section
-			}
-			p.okLat = append(p.okLat, lat)
-			if e.Deadline <= 0 {
-				noDeadline++
-			}
-			dl := effectiveDeadline(e.Deadline)
-			h := hold{key: key, HoldInfo: HoldInfo{
-				Process: e.Process, Value: e.Value, Token: e.Token,
-				Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
-			}}
-			h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
-			if expiredOnArrival(e.Time, dl) {
-				h.dead, h.EndedBy = true, "expired on arrival"
-				expired++
-				p.expired[key]++
-			}
-			id := int32(len(p.holds))
-			p.holds = append(p.holds, h)
-			op := open[e.Process]
-			op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
-			open[e.Process] = append(op, id)
-			r := append(recent[e.Process], id)
-			if len(r) > recentHolds {
-				r = r[len(r)-recentHolds:]
-			}
-			recent[e.Process] = r
-		case history.FRelease:
-			p.stats.Releases.add(e.Type)
-		case history.FRead, history.FWrite:
-			// Reads and writes of the protected resource are work under the process's latest lease
-			// of the key (their Value is the counter's, not the lease's). A write whose outcome is
-			// unknown was certainly still being worked on when it was invoked.
-			at := e.Time
-			if e.Type == history.Info {
-				at = inv.Time
-			}
-			r := recent[e.Process]
-			if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
-				h := &p.holds[r[k]]
-				h.WorkEnd = max(h.WorkEnd, at)
-			} else {
-				strayWork++
-			}
-		case history.FWork:
-			if e.Type != history.OK {
-				continue
-			}
-			key, value := inv.Key, inv.Value
-			if key == "" {
-				key = e.Key
-			}
-			if value == "" {
-				value = e.Value
-			}
-			r := recent[e.Process]
-			found := false
-			if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
-				h := &p.holds[r[k]]
-				h.WorkEnd = max(h.WorkEnd, e.Time)
-				found = true
-			}
-			if !found {
-				strayWork++
-			}
-		}
+func (pr *parser) keyCounts(k string) *Counts {
+	c := pr.byKey[k]
+	if c == nil {
+		c = &Counts{}
+		pr.byKey[k] = c
+	}
+	return c
+}
+
+// event parses event i.
+func (pr *parser) event(i int) {
+	p, st := pr.p, pr.st
+	inflight, open, recent, nemInflight := pr.inflight, pr.open, pr.recent, pr.nemInflight
+	e := st.at(i)
+	if i == 0 || e.Time < p.first {
+		p.first = e.Time
+	}
+	if i == 0 || e.Time > p.last {
+		p.last = e.Time
 	}
 
+	if e.Process == history.NemesisProcess {
+		p.nemesis = append(p.nemesis, i)
+		if e.Type == history.Invoke {
+			nemInflight[e.F] = append(nemInflight[e.F], i)
+			return
+		}
+		// The oldest in-flight invoke of the operation, as validate paired them.
+		q := nemInflight[e.F]
+		k := 0
+		for k < len(q)-1 && e.Fault != "" && st.at(q[k]).Fault != "" && st.at(q[k]).Fault != e.Fault {
+			k++
+		}
+		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
+		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
+		return
+	}
+	if e.Process == history.HarnessProcess {
+		return // the run, and the final counter values that belong to the resource check
+	}
+	pr.processes[e.Process] = struct{}{}
+
+	if e.Type == history.Invoke {
+		inflight[e.Process] = i
+		if e.F == history.FRelease {
+			// The release's invoke ends the hold whatever its outcome: the client has left
+			// its critical section.
+			hs := open[e.Process]
+			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
+				if h := &p.holds[hs[j]]; !h.dead {
+					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+				}
+				open[e.Process] = append(hs[:j], hs[j+1:]...)
+			} else {
+				pr.strayRelease++
+			}
+		}
+		return
+	}
+
+	j := inflight[e.Process]
+	inv := st.at(j)
+	delete(inflight, e.Process)
+
+	switch e.F {
+	case history.FAcquire:
+		key := e.Key
+		if key == "" {
+			key = inv.Key
+		}
+		p.stats.Acquires.addAcquire(e)
+		pr.keyCounts(key).addAcquire(e)
+		lat := e.Time - inv.Time
+		p.allLat = append(p.allLat, lat)
+		if e.Type != history.OK {
+			return // fail and info never let the process into its critical section
+		}
+		p.okLat = append(p.okLat, lat)
+		if e.Deadline <= 0 {
+			pr.noDeadline++
+		}
+		dl := effectiveDeadline(e.Deadline)
+		h := hold{key: key, HoldInfo: HoldInfo{
+			Process: e.Process, Value: e.Value, Token: e.Token,
+			Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
+		}}
+		h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+		if expiredOnArrival(e.Time, dl) {
+			h.dead, h.EndedBy = true, "expired on arrival"
+			pr.expired++
+			p.expired[key]++
+		}
+		id := int32(len(p.holds))
+		p.holds = append(p.holds, h)
+		op := open[e.Process]
+		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
+		open[e.Process] = append(op, id)
+		r := append(recent[e.Process], id)
+		if len(r) > recentHolds {
+			r = r[len(r)-recentHolds:]
+		}
+		recent[e.Process] = r
+	case history.FRelease:
+		p.stats.Releases.add(e.Type)
+	case history.FRead, history.FWrite:
+		// Reads and writes of the protected resource are work under the process's latest lease
+		// of the key (their Value is the counter's, not the lease's). A write whose outcome is
+		// unknown was certainly still being worked on when it was invoked.
+		at := e.Time
+		if e.Type == history.Info {
+			at = inv.Time
+		}
+		r := recent[e.Process]
+		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
+			h := &p.holds[r[k]]
+			h.WorkEnd = max(h.WorkEnd, at)
+		} else {
+			pr.strayWork++
+		}
+	case history.FWork:
+		if e.Type != history.OK {
+			return
+		}
+		key, value := inv.Key, inv.Value
+		if key == "" {
+			key = e.Key
+		}
+		if value == "" {
+			value = e.Value
+		}
+		r := recent[e.Process]
+		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
+			h := &p.holds[r[k]]
+			h.WorkEnd = max(h.WorkEnd, e.Time)
+		} else {
+			pr.strayWork++
+		}
+	}
+}
+
+// finish completes step 1 once every event has been seen.
+func (pr *parser) finish() *parsed {
+	p, st := pr.p, pr.st
+	inflight, nemInflight, byKey, keyCounts := pr.inflight, pr.nemInflight, pr.byKey, pr.keyCounts
+	expired, noDeadline, strayRelease, strayWork := pr.expired, pr.noDeadline, pr.strayRelease, pr.strayWork
 	// Invocations the history ended on are indeterminate, like info, but have no latency.
 	var pendingClient int
 	for _, j := range inflight {
-		e := &events[j]
+		e := st.at(j)
 		pendingClient++
 		switch e.F {
 		case history.FAcquire:
@@ -275,13 +301,13 @@ func parse(events []history.Event) *parsed {
 		}
 	}
 	sort.Slice(p.nemOps, func(a, b int) bool { return p.nemOps[a].inv < p.nemOps[b].inv })
-	sort.SliceStable(p.nemesis, func(a, b int) bool { return events[p.nemesis[a]].Time < events[p.nemesis[b]].Time })
+	sort.SliceStable(p.nemesis, func(a, b int) bool { return st.at(p.nemesis[a]).Time < st.at(p.nemesis[b]).Time })
 
 	p.stats.AcquiresByKey = make(map[string]Counts, len(byKey))
 	for k, c := range byKey {
 		p.stats.AcquiresByKey[k] = *c
 	}
-	p.stats.Processes = len(processes)
+	p.stats.Processes = len(pr.processes)
 	p.stats.Holds = len(p.holds) - expired
 	p.stats.ExpiredOnArrival = expired
 	p.stats.Duration = p.last - p.first

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/lockpick-dev/lockpick/history"
 )
 
@@ -116,19 +118,45 @@ func bruteForceOverlaps(t *testing.T, evs []history.Event) int {
 	return n
 }
 
+// shortcutAgrees checks every segment of a history with porcupine and with the shortcut that decides
+// sequential segments without it, and says where the two differ ("" if nowhere).
+func shortcutAgrees(evs []history.Event, decided *int) string {
+	p := parse(evs)
+	keys, byKey := keyOrder(p.holds)
+	model := lockModel(p.holds)
+	for _, split := range []bool{true, false} {
+		forced := segmentsOf(p.holds, keys, byKey, split)
+		checkSegments(model, p.holds, forced, 0, true)
+		for i := range forced {
+			spans, ok := sequential(p.holds, &forced[i], nil)
+			if !ok {
+				continue
+			}
+			*decided++
+			if forced[i].result != porcupine.Ok {
+				return fmt.Sprintf("segment %d (%d holds, split %v): porcupine says %s, the shortcut ok: %v", i, len(forced[i].holds), split, porcupineWord(forced[i].result), spans)
+			}
+		}
+	}
+	return ""
+}
+
 // TestSplittingPorcupineAndSweepAgree checks, on random small histories, that porcupine with
-// quiet-point splitting, porcupine on whole keys, the interval sweep, a brute-force pair count and
-// the live Monitor all reach the same answer.
+// quiet-point splitting (and the shortcut for sequential segments), porcupine on whole keys (always
+// called), the interval sweep, a brute-force pair count and the live Monitor all reach the same
+// answer, and that the shortcut answers as porcupine does on every segment it decides.
 func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 	rng := rand.New(rand.NewSource(20240601))
-	var invalid, valid, split int
+	var invalid, valid, split, shortcut int
 	for i := range 3000 {
 		evs := randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(50))
-		withSplit, err := check(&history.Log{Events: evs}, Options{MaxVisualizedOps: 8}, true)
+		// As lockpick check reads it: from JSON lines, one event at a time (checkStreamed also
+		// checks the whole slice and fails if the two differ).
+		withSplit, err := checkStreamed(t, evs, Options{MaxVisualizedOps: 8})
 		if err != nil {
 			t.Fatalf("history %d: %v", i, err)
 		}
-		whole, err := check(&history.Log{Events: evs}, Options{}, false)
+		whole, err := check(&history.Log{Events: evs}, Options{alwaysPorcupine: true}, false)
 		if err != nil {
 			t.Fatalf("history %d: %v", i, err)
 		}
@@ -148,6 +176,9 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 		}
 		if (withSplit.Porcupine == "illegal") != (withSplit.ViolationCount > 0) {
 			fail("porcupine says %s but the sweep found %d overlaps", withSplit.Porcupine, withSplit.ViolationCount)
+		}
+		if msg := shortcutAgrees(evs, &shortcut); msg != "" {
+			fail("%s", msg)
 		}
 		if bf := bruteForceOverlaps(t, evs); bf != withSplit.ViolationCount {
 			fail("sweep counted %d overlaps, brute force %d", withSplit.ViolationCount, bf)
@@ -172,10 +203,10 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 		}
 	}
 	// The generator must exercise both outcomes and actual splitting, or the test proves little.
-	if invalid < 300 || valid < 300 || split < 300 {
-		t.Errorf("weak sample: %d invalid, %d valid, %d split histories", invalid, valid, split)
+	if invalid < 300 || valid < 300 || split < 300 || shortcut < 3000 {
+		t.Errorf("weak sample: %d invalid, %d valid, %d split histories, %d segments decided by the shortcut", invalid, valid, split, shortcut)
 	}
-	t.Logf("%d invalid, %d valid, %d histories split into more segments", invalid, valid, split)
+	t.Logf("%d invalid, %d valid, %d histories split into more segments, %d segments decided by the shortcut", invalid, valid, split, shortcut)
 }
 
 func TestMonitorOnGeneratedHistory(t *testing.T) {

@@ -200,7 +200,7 @@ type resOp struct {
 // checkResource runs the data-level check on the resource events of a history. holds are the
 // lock-level holds (for lease deadlines), faults the fault windows (to name the pause behind a stale
 // write). It returns nil when the history has no resource operations.
-func checkResource(events []history.Event, holds []hold, faults []FaultWindow, opts Options) *ResourceResult {
+func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) *ResourceResult {
 	var (
 		r        = &ResourceResult{StaleWrites: []StaleWrite{}, Notes: []string{}, Errors: []string{}}
 		inflight = map[int]int{} // process -> invoke event index of its read or write
@@ -234,8 +234,8 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 		}
 		return nil
 	}
-	for i := range events {
-		e := &events[i]
+	for _, i := range st.resourcePositions() {
+		e := st.at(i)
 		if e.F != history.FRead && e.F != history.FWrite && e.F != history.FFinal {
 			continue
 		}
@@ -245,11 +245,11 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 			continue
 		}
 		j, ok := inflight[e.Process]
-		if !ok || events[j].F != e.F {
+		if !ok || st.at(j).F != e.F {
 			continue // parse has already rejected malformed client histories
 		}
 		delete(inflight, e.Process)
-		inv := &events[j]
+		inv := st.at(j)
 		key := inv.Key
 		addKey(key)
 		switch e.F {
@@ -293,7 +293,7 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 			// The write belongs to the read just recorded for this process: find it and fold the two.
 			k := len(ops) - 1
 			for ; k >= 0; k-- {
-				if ops[k].in.kind == opRead && ops[k].in.process == e.Process && ops[k].inv == events[ri].Time {
+				if ops[k].in.kind == opRead && ops[k].in.process == e.Process && ops[k].inv == st.at(ri).Time {
 					break
 				}
 			}
@@ -301,13 +301,13 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 			case history.OK:
 				in.kind = opInc
 				if k >= 0 {
-					ops[k] = resOp{in: in, inv: events[ri].Time, ret: e.Time}
+					ops[k] = resOp{in: in, inv: st.at(ri).Time, ret: e.Time}
 				}
 			case history.Info:
 				in.kind = opIncMaybe
 				if k >= 0 {
 					// The read stays as its own operation; the write may take effect any time after.
-					ops = append(ops, resOp{in: in, inv: events[ri].Time, ret: math.MaxInt64})
+					ops = append(ops, resOp{in: in, inv: st.at(ri).Time, ret: math.MaxInt64})
 				}
 			case history.Fail:
 				in.kind = opWriteFail
@@ -323,7 +323,7 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 			if e.Type == history.OK {
 				newer := accepted[key]
 				if expired || (inv.Token > 0 && newer > inv.Token) {
-					sw := StaleWrite{Key: key, Process: e.Process, Value: inv.Value, Token: inv.Token, Read: events[ri].Time, Invoke: inv.Time}
+					sw := StaleWrite{Key: key, Process: e.Process, Value: inv.Value, Token: inv.Token, Read: st.at(ri).Time, Invoke: inv.Time}
 					if expired {
 						sw.Deadline, sw.Past = h.Deadline, inv.Time-h.Deadline
 					}
@@ -469,7 +469,7 @@ func describeStale(s *StaleWrite) string {
 // tokenRegressions counts ok acquires whose token is not above the token of an acquire of the same
 // key that completed before they were invoked, and lists the first of each run of them (in invoke
 // order) with the faults in between.
-func tokenRegressions(events []history.Event, p *parsed, max int) (count int, out []TokenRegression) {
+func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegression) {
 	byKey := map[string][]int{}
 	for i := range p.holds {
 		if p.holds[i].Token > 0 {
@@ -513,7 +513,7 @@ func tokenRegressions(events []history.Event, p *parsed, max int) (count int, ou
 			tr := TokenRegression{Key: k, Earlier: a.HoldInfo, Later: h.HoldInfo}
 			var hits []string
 			for _, ni := range p.nemesis {
-				e := &events[ni]
+				e := st.at(ni)
 				if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < a.Invoke || e.Time > h.Start {
 					continue
 				}

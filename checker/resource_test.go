@@ -68,6 +68,7 @@ func sortByTime(evs []history.Event) {
 func mustCheckCounter(t *testing.T, evs []history.Event) *Result {
 	t.Helper()
 	sortByTime(evs)
+	checkStreamed(t, evs, Options{}) // lockpick check's way must give the same result
 	r, err := Check(evs, Options{})
 	if err != nil {
 		t.Fatal(err)

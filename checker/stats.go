@@ -17,7 +17,7 @@ import (
 // no nodes (it heals everything) or names the node. A fault that names no nodes is healed by any heal
 // of its Fault. A fault or heal that failed certainly did not happen and is ignored; one that ended
 // with info, or never completed, is taken to have happened.
-func faultWindows(events []history.Event, p *parsed) []FaultWindow {
+func faultWindows(st *store, p *parsed) []FaultWindow {
 	type target struct {
 		win    int
 		node   string
@@ -28,10 +28,10 @@ func faultWindows(events []history.Event, p *parsed) []FaultWindow {
 	var wins []FaultWindow
 	var targets []target
 	for _, op := range p.nemOps {
-		inv := &events[op.inv]
+		inv := st.at(op.inv)
 		var comp *history.Event
 		if op.comp >= 0 {
-			comp = &events[op.comp]
+			comp = st.at(op.comp)
 			if comp.Type == history.Fail {
 				continue
 			}

@@ -79,24 +79,24 @@ func sweep(holds []hold, ids []int32, visit func(pair)) {
 }
 
 // explain turns an overlapping pair into a Violation with the nemesis events around it.
-func explain(events []history.Event, p *parsed, pr pair) Violation {
+func explain(st *store, p *parsed, pr pair) Violation {
 	a, b := &p.holds[pr.a], &p.holds[pr.b]
 	v := Violation{Key: a.key, A: a.HoldInfo, B: b.HoldInfo}
 	v.OverlapStart = max(a.Start, b.Start)
 	v.OverlapEnd = min(a.End, b.End)
 	v.Overlap = v.OverlapEnd - v.OverlapStart
 	from := min(a.Invoke, b.Invoke)
-	i := sort.Search(len(p.nemesis), func(i int) bool { return events[p.nemesis[i]].Time >= from })
+	i := sort.Search(len(p.nemesis), func(i int) bool { return st.at(p.nemesis[i]).Time >= from })
 	// An operation invoked before both acquires but completed after one began was still in progress
 	// (a clock is moved, a node killed, only once the operation runs): it belongs with the violation.
 	var before []history.Event
-	for j := i - 1; j >= 0 && from-events[p.nemesis[j]].Time < int64(time.Minute); j-- {
-		e := events[p.nemesis[j]]
+	for j := i - 1; j >= 0 && from-st.at(p.nemesis[j]).Time < int64(time.Minute); j-- {
+		e := *st.at(p.nemesis[j])
 		if e.Type != history.Invoke {
 			continue
 		}
 		for k := j + 1; k < len(p.nemesis); k++ {
-			c := events[p.nemesis[k]]
+			c := *st.at(p.nemesis[k])
 			if c.Type != history.Invoke && c.Fault == e.Fault && c.F == e.F && slices.Equal(c.Nodes, e.Nodes) {
 				if c.Time >= from {
 					before = append(before, e)
@@ -107,8 +107,8 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 	}
 	slices.Reverse(before)
 	v.Nemesis = append(v.Nemesis, before...)
-	for ; i < len(p.nemesis) && events[p.nemesis[i]].Time <= v.OverlapEnd; i++ {
-		v.Nemesis = append(v.Nemesis, events[p.nemesis[i]])
+	for ; i < len(p.nemesis) && st.at(p.nemesis[i]).Time <= v.OverlapEnd; i++ {
+		v.Nemesis = append(v.Nemesis, *st.at(p.nemesis[i]))
 	}
 	v.Cause = cause(&v)
 	v.Description = describeViolation(&v)

@@ -46,13 +46,7 @@ type runInfo struct {
 //
 // A violation is a *ValidationError naming the line.
 func validate(l *history.Log) (runInfo, error) {
-	v := &validator{
-		log:      l,
-		run:      runInfo{start: -1, end: -1},
-		lastOf:   map[int]int{},
-		inflight: map[int]int{},
-		final:    -1,
-	}
+	v := newValidator(sliceStore(l))
 	for i := range l.Events {
 		if err := v.event(i); err != nil {
 			return v.run, err
@@ -61,24 +55,41 @@ func validate(l *history.Log) (runInfo, error) {
 	return v.run, nil
 }
 
+// newValidator returns a validator of the events of st; event(i) checks event i, in order.
+func newValidator(st *store) *validator {
+	return &validator{
+		st:       st,
+		run:      runInfo{start: -1, end: -1},
+		lastOf:   map[int]lastEvent{},
+		inflight: map[int]int{},
+		final:    -1,
+	}
+}
+
+// lastEvent is a process's latest event: where it is and when it happened.
+type lastEvent struct {
+	pos  int
+	time int64
+}
+
 type validator struct {
-	log      *history.Log
+	st       *store
 	run      runInfo
-	keys     map[string]bool // the plan's keys, nil without a plan that names them
-	lastOf   map[int]int     // process -> position of its latest event
-	inflight map[int]int     // client process -> position of its in-flight invoke
-	nemesis  []int           // positions of nemesis invokes not yet completed, oldest first
-	final    int             // position of the harness's in-flight final read, -1 if none
+	keys     map[string]bool   // the plan's keys, nil without a plan that names them
+	lastOf   map[int]lastEvent // process -> its latest event
+	inflight map[int]int       // client process -> position of its in-flight invoke
+	nemesis  []int             // positions of nemesis invokes not yet completed, oldest first
+	final    int               // position of the harness's in-flight final read, -1 if none
 }
 
 func (v *validator) fail(i int, format string, args ...any) error {
-	return &ValidationError{Line: v.log.Line(i), Msg: fmt.Sprintf(format, args...)}
+	return &ValidationError{Line: v.st.line(i), Msg: fmt.Sprintf(format, args...)}
 }
 
-func (v *validator) line(i int) int { return v.log.Line(i) }
+func (v *validator) line(i int) int { return v.st.line(i) }
 
 func (v *validator) event(i int) error {
-	e := &v.log.Events[i]
+	e := v.st.at(i)
 	switch e.Type {
 	case history.Invoke, history.OK, history.Fail, history.Info:
 	default:
@@ -101,14 +112,14 @@ func (v *validator) event(i int) error {
 	default:
 		err = v.fail(i, "unknown process %d: clients are numbered from 0, the nemesis is %d and the harness %d", e.Process, history.NemesisProcess, history.HarnessProcess)
 	}
-	v.lastOf[e.Process] = i
+	v.lastOf[e.Process] = lastEvent{i, e.Time}
 	return err
 }
 
 // order checks that the event comes after the previous one: one run, increasing indexes, time that
 // never goes back.
 func (v *validator) order(i int) error {
-	e := &v.log.Events[i]
+	e := v.st.at(i)
 	if v.run.end >= 0 {
 		return v.fail(i, "an event after the run ended on line %d: a history holds one run (two histories concatenated?)", v.line(v.run.end))
 	}
@@ -118,7 +129,7 @@ func (v *validator) order(i int) error {
 	if i == 0 {
 		return nil
 	}
-	p := &v.log.Events[i-1]
+	p := v.st.at(i - 1)
 	switch {
 	case e.Index == p.Index:
 		return v.fail(i, "index %d repeats that of line %d: indexes must strictly increase", e.Index, v.line(i-1))
@@ -128,9 +139,9 @@ func (v *validator) order(i int) error {
 	if e.Time >= p.Time {
 		return nil
 	}
-	if j, ok := v.lastOf[e.Process]; ok && e.Time < v.log.Events[j].Time {
+	if j, ok := v.lastOf[e.Process]; ok && e.Time < j.time {
 		return v.fail(i, "process %d's event at %s is before its previous event at %s on line %d: a process's events must be in time order",
-			e.Process, span(e.Time), span(v.log.Events[j].Time), v.line(j))
+			e.Process, span(e.Time), span(j.time), v.line(j.pos))
 	}
 	return v.fail(i, "time %s goes back from %s on line %d: a history is in time order (two histories concatenated?)", span(e.Time), span(p.Time), v.line(i-1))
 }
@@ -145,14 +156,14 @@ func isClientOp(f string) bool {
 }
 
 func (v *validator) client(i int) error {
-	e := &v.log.Events[i]
+	e := v.st.at(i)
 	if !isClientOp(e.F) {
 		return v.fail(i, "process %d: unknown operation %q: client operations are acquire, release, work, read and write", e.Process, e.F)
 	}
 	if e.Type == history.Invoke {
 		if j, busy := v.inflight[e.Process]; busy {
 			return v.fail(i, "process %d invoked %s while its %s of line %d was still in flight: a process does one operation at a time",
-				e.Process, e.F, v.log.Events[j].F, v.line(j))
+				e.Process, e.F, v.st.at(j).F, v.line(j))
 		}
 		v.inflight[e.Process] = i
 		if e.F == history.FAcquire && v.keys != nil && !v.keys[e.Key] {
@@ -164,7 +175,7 @@ func (v *validator) client(i int) error {
 	if !ok {
 		return v.fail(i, "process %d completed %s (%s) with no operation in flight: a completion follows its invoke", e.Process, e.F, e.Type)
 	}
-	inv := &v.log.Events[j]
+	inv := v.st.at(j)
 	if inv.F != e.F {
 		return v.fail(i, "process %d completed %s but its operation in flight is the %s of line %d", e.Process, e.F, inv.F, v.line(j))
 	}
@@ -177,7 +188,7 @@ func (v *validator) client(i int) error {
 
 // acquired checks the completion i of the acquire invoked at j: one key, and a sane lease.
 func (v *validator) acquired(i, j int) error {
-	e, inv := &v.log.Events[i], &v.log.Events[j]
+	e, inv := v.st.at(i), v.st.at(j)
 	if inv.Key != "" && e.Key != "" && inv.Key != e.Key {
 		return v.fail(i, "process %d's acquire of key %q (line %d) completed for key %q", e.Process, inv.Key, v.line(j), e.Key)
 	}
@@ -197,7 +208,7 @@ func (v *validator) acquired(i, j int) error {
 }
 
 func (v *validator) nemesisEvent(i int) error {
-	e := &v.log.Events[i]
+	e := v.st.at(i)
 	if e.Type == history.Invoke {
 		if e.Effect != history.EffectFault && e.Effect != history.EffectHeal {
 			return v.fail(i, "nemesis operation %q has effect %q: every nemesis operation is a %q or a %q", e.F, e.Effect, history.EffectFault, history.EffectHeal)
@@ -206,13 +217,13 @@ func (v *validator) nemesisEvent(i int) error {
 		return nil
 	}
 	k := slices.IndexFunc(v.nemesis, func(j int) bool {
-		inv := &v.log.Events[j]
+		inv := v.st.at(j)
 		return inv.F == e.F && (e.Fault == "" || inv.Fault == "" || e.Fault == inv.Fault)
 	})
 	if k < 0 {
 		return v.fail(i, "the nemesis completed %q (%s) with no such operation in flight: a completion follows its invoke", e.F, e.Type)
 	}
-	inv := &v.log.Events[v.nemesis[k]]
+	inv := v.st.at(v.nemesis[k])
 	if e.Effect != "" && e.Effect != inv.Effect {
 		return v.fail(i, "the nemesis completed %q as a %s, but its invoke on line %d was a %s", e.F, e.Effect, v.line(v.nemesis[k]), inv.Effect)
 	}
@@ -221,7 +232,7 @@ func (v *validator) nemesisEvent(i int) error {
 }
 
 func (v *validator) harness(i int) error {
-	e := &v.log.Events[i]
+	e := v.st.at(i)
 	switch {
 	case e.F == history.FRun && e.Type == history.Invoke:
 		if i != 0 {
@@ -255,7 +266,7 @@ func (v *validator) harness(i int) error {
 
 // plan checks the plan on the run's invoke i.
 func (v *validator) plan(i int) error {
-	p := v.log.Events[i].Plan
+	p := v.st.at(i).Plan
 	v.run.plan = p
 	if p == nil {
 		return nil // judged as a history without a plan; evidence says what that leaves out

@@ -267,11 +267,7 @@ func (c *Config) workload(sys *system) interface {
 
 // Check reads the history stored in dir, checks it, and writes the results beside it.
 func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Result, error) {
-	l, err := history.ReadLogFile(filepath.Join(dir, history.FileName))
-	if err != nil {
-		return nil, fmt.Errorf("check %s: %w", dir, err)
-	}
-	res, err := checker.CheckLog(l, checker.Options{Timeout: timeout})
+	res, err := checker.CheckFile(filepath.Join(dir, history.FileName), checker.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}

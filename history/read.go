@@ -3,13 +3,10 @@ package history
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"reflect"
-	"strings"
 )
 
 // Log is a history as read from its file: the events, the line each came from, and what the reader
@@ -34,6 +31,74 @@ func (l *Log) Line(i int) int {
 	}
 	return int(l.Lines[i])
 }
+
+// Scanner reads a history one event at a time, so a reader that keeps only what it needs (the
+// checker) uses memory that does not grow with the history's length. It is as strict as ReadLog:
+// Err names the line of a malformed event, an unknown field or text after an event; a last line cut
+// short by a crash ends the scan cleanly and is reported by Truncated.
+type Scanner struct {
+	br        *bufio.Reader
+	dec       *decoder
+	line      int
+	ev        Event
+	err       error
+	truncated int
+	done      bool
+}
+
+// NewScanner returns a Scanner reading r.
+func NewScanner(r io.Reader) *Scanner {
+	return &Scanner{br: bufio.NewReaderSize(r, 1<<20), dec: newDecoder()}
+}
+
+// Scan advances to the next event; false at the end of the history or at an error (see Err).
+func (s *Scanner) Scan() bool {
+	for !s.done {
+		s.line++
+		b, err := s.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: read the rest of it.
+			long := append([]byte(nil), b...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				b, err = s.br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
+		last := errors.Is(err, io.EOF)
+		if err != nil && !last {
+			s.err, s.done = fmt.Errorf("line %d: %w", s.line, err), true
+			return false
+		}
+		s.done = last
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		if derr := s.dec.decode(b, &s.ev); derr != nil {
+			s.done = true
+			if last && errors.Is(derr, io.ErrUnexpectedEOF) {
+				s.truncated = s.line // the half-written last line of a killed run
+				return false
+			}
+			s.err = fmt.Errorf("line %d: %w", s.line, derr)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// Event is the event the last Scan read; the next Scan overwrites it.
+func (s *Scanner) Event() *Event { return &s.ev }
+
+// Line is the 1-based line of the event the last Scan read.
+func (s *Scanner) Line() int { return s.line }
+
+// Err is the error that ended the scan, or nil.
+func (s *Scanner) Err() error { return s.err }
+
+// Truncated is the line of a last line cut short, 0 if the history ended cleanly; see Log.
+func (s *Scanner) Truncated() int { return s.truncated }
 
 // ReadLogFile reads a history file, keeping the line of each event.
 func ReadLogFile(path string) (*Log, error) {
@@ -97,96 +162,20 @@ func countLines(r io.Reader) (int, error) {
 }
 
 func read(r io.Reader, capacity int) (*Log, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	s := NewScanner(r)
 	l := &Log{Events: make([]Event, 0, capacity), Lines: make([]int32, 0, capacity)}
 	oneToOne := true
-	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of each
-	// keeps a history of millions of events to a fraction of the memory.
-	seen := map[string]string{}
-	intern := func(s *string) {
-		if v, ok := seen[*s]; ok {
-			*s = v
-		} else if len(seen) < 1<<16 {
-			seen[*s] = *s
-		}
+	for s.Scan() {
+		oneToOne = oneToOne && s.Line() == len(l.Events)+1
+		l.Events = append(l.Events, *s.Event())
+		l.Lines = append(l.Lines, int32(s.Line()))
 	}
-	for line := 1; ; line++ {
-		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: read the rest of it.
-			long := append([]byte(nil), b...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
-		}
-		last := errors.Is(err, io.EOF)
-		if err != nil && !last {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-		if len(bytes.TrimSpace(b)) > 0 {
-			var e Event
-			if derr := decodeEvent(b, &e); derr != nil {
-				if last && errors.Is(derr, io.ErrUnexpectedEOF) {
-					l.Truncated = line // the half-written last line of a killed run
-					break
-				}
-				return nil, fmt.Errorf("line %d: %w", line, derr)
-			}
-			t := string(e.Type)
-			intern(&t)
-			e.Type = Type(t)
-			intern(&e.F)
-			intern(&e.Key)
-			intern(&e.Fault)
-			intern(&e.Effect)
-			intern(&e.Error)
-			intern(&e.Reason)
-			oneToOne = oneToOne && line == len(l.Events)+1
-			l.Events = append(l.Events, e)
-			l.Lines = append(l.Lines, int32(line))
-		}
-		if last {
-			break
-		}
+	if s.Err() != nil {
+		return nil, s.Err()
 	}
+	l.Truncated = s.Truncated()
 	if oneToOne {
 		l.Lines = nil
 	}
 	return l, nil
-}
-
-// decodeEvent parses one line strictly: a field the Event does not have is an error rather than
-// silently dropped (a misspelt "dedline" would otherwise turn a lease into one that never ends), and
-// so is anything after the event on the same line. An incomplete event is io.ErrUnexpectedEOF.
-func decodeEvent(b []byte, e *Event) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(e); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return err
-		}
-		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if strings.HasPrefix(msg, "unknown field") {
-			return fmt.Errorf("%s: an event's fields are %s", msg, strings.Join(eventFields(), ", "))
-		}
-		return fmt.Errorf("not a JSON event: %s", msg)
-	}
-	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
-		return fmt.Errorf("text after the event: %.40q: one event per line", rest)
-	}
-	return nil
-}
-
-// eventFields are the JSON names of Event's fields, for the error that names an unknown one.
-func eventFields() []string {
-	t := reflect.TypeFor[Event]()
-	names := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
 }

@@ -33,13 +33,10 @@ also rewrites results.json, summary.txt and the visualization there; for a file 
 			if err != nil {
 				return err
 			}
-			l, err := history.ReadLogFile(file)
+			// Read one event at a time: memory stays flat however long the history is.
+			res, err := checker.CheckFile(file, checker.Options{Timeout: timeout})
 			if err != nil {
 				return err
-			}
-			res, err := checker.CheckLog(l, checker.Options{Timeout: timeout})
-			if err != nil {
-				return fmt.Errorf("%s: %w", file, err)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), res.Summary())
 			if dir != "" {

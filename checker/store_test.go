@@ -1,0 +1,85 @@
+package checker
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// checkStreamed checks evs as lockpick check does, from their JSON lines one event at a time, and
+// fails unless the result is the one checking the whole slice gives: the same verdict, the same
+// results.json and the same summary. It returns the streamed result, or the error both gave.
+func checkStreamed(t *testing.T, evs []history.Event, opts Options) (*Result, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, e := range evs {
+		if err := enc.Encode(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := history.ReadLog(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	whole, werr := CheckLog(l, opts)
+	streamed, serr := CheckReader(&buf, opts)
+	if (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
+		t.Fatalf("streamed check says %v, the whole history %v", serr, werr)
+	}
+	if werr != nil {
+		return nil, serr
+	}
+	if a, b := resultText(t, whole), resultText(t, streamed); a != b {
+		t.Fatalf("streamed result differs from the whole history's:\n%s\n---\n%s", b, a)
+	}
+	return streamed, nil
+}
+
+func resultText(t *testing.T, r *Result) string {
+	t.Helper()
+	c := *r
+	c.CheckDuration = 0
+	b, err := json.Marshal(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b) + "\n" + c.Summary()
+}
+
+// Streaming keeps the verdict and every figure of the result on generated, random, counter and
+// broken histories.
+func TestStreamedCheckMatchesWholeHistory(t *testing.T) {
+	checkStreamed(t, Generate(5, 20000, 3), Options{})
+	rng := rand.New(rand.NewSource(7))
+	for range 300 {
+		checkStreamed(t, randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(50)), Options{})
+	}
+	checkStreamed(t, genCounter(3, 200, 7), Options{})
+	for _, guard := range []string{"none", "fencing"} {
+		h := pausedRun(guard, history.OK, 1)
+		sortByTime(h.evs)
+		checkStreamed(t, h.evs, Options{})
+	}
+	// A broken history: the same error, naming the same line.
+	evs := Generate(5, 100, 1)
+	evs[57].Index = evs[56].Index
+	if _, err := checkStreamed(t, evs, Options{}); err == nil || !strings.Contains(err.Error(), "line 58") {
+		t.Fatalf("want an error naming line 58, got %v", err)
+	}
+}
+
+// Past blank lines, a streamed check still names the line of the file.
+func TestStreamedCheckNamesLinesPastBlankLines(t *testing.T) {
+	in := `{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k"}` + "\n\n\n" +
+		`{"index":1,"time":2,"type":"ok","process":0,"f":"acquire","key":"k","deadline":9}` + "\n\n" +
+		`{"index":1,"time":3,"type":"invoke","process":0,"f":"release","key":"k"}` + "\n"
+	_, err := CheckReader(strings.NewReader(in), Options{})
+	if err == nil || !strings.Contains(err.Error(), "line 6") || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("want an error naming line 6 and line 4, got %v", err)
+	}
+}

@@ -1,0 +1,93 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// FuzzDecode holds the fast path to encoding/json: on any line, the decoder accepts exactly what
+// the strict encoding/json path accepts, with the same event, and rejects what it rejects with the
+// same error. And reading any input as a whole history never panics.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k0"}`,
+		`{"index":7,"time":123456789,"type":"ok","process":3,"f":"acquire","key":"k0","value":"p3-1","token":1,"deadline":100123456,"validity":99000000,"nodes":["n1","n2","n3"]}`,
+		`{"index":8,"time":9,"type":"fail","process":3,"f":"acquire","key":"k0","error":"held","reason":"held"}`,
+		`{"index":9,"time":9,"type":"invoke","process":-1,"f":"kill","nodes":["n1"],"fault":"restart","effect":"fault"}`,
+		`{"index":0,"time":0,"type":"invoke","process":-2,"f":"run","plan":{"lock":"single","workload":"mutex","keys":["k0"],"clients":5,"ttl":1,"time_limit":2,"recovery":3,"seed":4}}`,
+		`{"index":1,"type":"info","process":-1,"f":"clock","offsets":{"n1":-5}}`,
+		`{"index":1,"type":"ok","process":0,"f":"write","value":"3","token":2,"guard":"fencing"}`,
+		` { "index" : -0 , "nodes" : [ ] } `,
+		`{"index":1.0}`, `{"index":1e3}`, `{"index":01}`, `{"index":99999999999999999999}`,
+		`{"Index":1}`, `{"index":1,"index":2}`, `{"nodes":null}`, `{"value":"a\"b"}`, `{"value":"é"}`,
+		`{"dedline":5}`, `{"index":0} {"index":1}`, `[1,2]`, `{"index":0`, `{}`, `null`, "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got, want Event
+		gerr := newDecoder().decode(b, &got)
+		werr := decodeEvent(b, &want)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%q: decoder says %v, encoding/json %v", b, gerr, werr)
+		}
+		if gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("%q: decoder error %q, encoding/json %q", b, gerr, werr)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decoder read %+v, encoding/json %+v", b, got, want)
+		}
+		ReadLog(bytes.NewReader(b)) // must not panic, whatever the input
+		ReadLog(bytes.NewReader(append(append([]byte(nil), b...), '\n')))
+	})
+}
+
+// The fast path decodes what the Recorder writes, field for field as encoding/json does.
+func TestDecodeRoundTripsRecordedEvents(t *testing.T) {
+	events := []Event{
+		{Index: 1, Time: 2, Type: OK, Process: 3, F: FAcquire, Key: "k0", Value: "p3-1", Token: 4, Deadline: 5, Validity: 6, Nodes: []string{"n1", "n2"}},
+		{Index: 2, Time: 3, Type: Fail, Process: 3, F: FAcquire, Key: "k0", Error: "held", Reason: ReasonHeld},
+		{Index: 3, Time: -4, Type: Info, Process: NemesisProcess, F: "kill", Fault: "restart", Effect: EffectFault, Nodes: []string{"n1"}},
+		{Index: 4, Type: Invoke, Process: HarnessProcess, F: FRun, Plan: &Plan{Lock: "single", Keys: []string{"k0"}}},
+		{Index: 5, Type: OK, Process: 1, F: FWrite, Value: "7", Guard: "fencing", Error: "a \"quoted\" error\n"},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, e := range events {
+		enc.Encode(e)
+	}
+	l, err := ReadLog(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(l.Events, events) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", l.Events, events)
+	}
+}
+
+// BenchmarkDecode measures the reader alone on a recorded-looking history (set LOCKPICK_HISTORY to
+// a file to read that instead).
+func BenchmarkDecode(b *testing.B) {
+	line := `{"index":7,"time":123456789,"type":"ok","process":3,"f":"acquire","key":"k0","value":"p3-1","token":1,"deadline":100123456,"validity":99000000,"nodes":["n1","n2","n3"]}` + "\n" +
+		`{"index":8,"time":123456999,"type":"fail","process":4,"f":"acquire","key":"k0","error":"held","reason":"held"}` + "\n"
+	data := []byte(strings.Repeat(line, 50_000))
+	if p := os.Getenv("LOCKPICK_HISTORY"); p != "" {
+		var err error
+		if data, err = os.ReadFile(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		s := NewScanner(bytes.NewReader(data))
+		for s.Scan() {
+		}
+		if s.Err() != nil {
+			b.Fatal(s.Err())
+		}
+	}
+}
