@@ -1,5 +1,6 @@
-// Package links puts an in-process toxiproxy proxy on every path from a client group to a node, so
-// that a nemesis can cut, slow or reset any path without touching lock code.
+// Package links puts an in-process toxiproxy proxy on every path a fault may cut (from a client
+// group to a node, and between servers: a replica to its master, a sentinel to a node), so that a
+// nemesis can cut, slow or reset any path without touching lock or server code.
 package links
 
 import (
@@ -14,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Link is one proxied path from a client group to a node.
+// Link is one proxied path from a client group, or from a server node, to a node.
 type Link struct {
+	// Group is the client group the path starts from, or the node for a path between servers.
 	Group string
 	Node  string
 	// Addr is where clients of the group connect to reach the node.

@@ -1,0 +1,50 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+)
+
+// holdWrites pauses client writes on the redis node at addr (CLIENT PAUSE WRITE, bounded by max so
+// that a stalled harness does not hold them forever), runs f, and lets the writes go. Reads go on
+// meanwhile, so f can look at the node's keys; writes that arrive wait and run after.
+func holdWrites(ctx context.Context, addr string, max time.Duration, f func(context.Context) error) error {
+	admin := clusters.AdminClient(addr)
+	defer admin.Close()
+	pctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	if err := admin.Do(pctx, "CLIENT", "PAUSE", max.Milliseconds(), "WRITE").Err(); err != nil {
+		return fmt.Errorf("hold writes on %s: %w", addr, err)
+	}
+	defer admin.Do(context.WithoutCancel(pctx), "CLIENT", "UNPAUSE")
+	return f(pctx)
+}
+
+// freePorts returns count loopback ports the kernel reports free. A port can still be taken before
+// the node binds it; the node's start then fails with its own words.
+func freePorts(count int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, count)
+	for range count {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// errStopped is returned by waits cut short by the system closing.
+var errStopped = errors.New("system stopped")
