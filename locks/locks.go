@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Lease is what a successful acquire gives its holder.
@@ -63,10 +65,7 @@ func IsIndeterminate(err error) bool {
 func indeterminate(err error) error { return &IndeterminateError{Err: err} }
 
 // Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
-type Endpoint struct {
-	Node string
-	Addr string
-}
+type Endpoint = systems.Endpoint
 
 // Options tune a lock. Zero values take the defaults documented on each field.
 type Options struct {
@@ -80,6 +79,11 @@ type Options struct {
 	Tries int
 	// RetryDelay is the upper bound of the random pause between Redlock rounds; default 50ms.
 	RetryDelay time.Duration
+	// WaitReplicas is how many replicas sentinel-wait's WAIT asks to acknowledge the lock key;
+	// default every replica of the system, as Redisson waits for every available replica.
+	WaitReplicas int
+	// WaitTimeout bounds sentinel-wait's WAIT; default the TTL of the acquire divided by 10.
+	WaitTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -109,7 +113,7 @@ func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
 }
 
 // Names lists the implementations New knows.
-func Names() []string { return []string{"fenced", "redlock", "single"} }
+func Names() []string { return []string{"fenced", "redlock", "sentinel", "sentinel-wait", "single"} }
 
 // GivesTokens reports whether the named lock hands out fencing tokens.
 func GivesTokens(name string) bool { return name == "fenced" }
@@ -127,6 +131,10 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 		return newRedlock(nodes, opts), nil
 	case "fenced":
 		return newFenced(nodes[0], opts), nil
+	case "sentinel":
+		return newSentinel(nodes, opts, false)
+	case "sentinel-wait":
+		return newSentinel(nodes, opts, true)
 	}
 	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }
