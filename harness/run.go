@@ -25,6 +25,7 @@ import (
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -89,11 +90,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	nodes := cluster.Nodes()
 	names := make([]string, len(nodes))
 	admin := make(map[string]*redis.Client, len(nodes))
+	probeNodes := make([]systems.Node, len(nodes))
+	own := systems.RedisNodes{}
 	for i, n := range nodes {
 		names[i] = n.Name
 		admin[n.Name] = n.Admin()
 		defer admin[n.Name].Close()
+		probeNodes[i] = systems.Node{Name: n.Name, Role: systems.RoleMaster, Addr: n.Addr(), Data: true}
+		own[n.Name] = n.Addr()
 	}
+	probe, err := locks.NewProbe(cfg.Lock, probeNodes)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	defer probe.Close()
 	// The counter workload's resource: a node of its own, outside the lock's cluster, its links and
 	// its faults; clients reach it directly.
 	var store *resource.Store
@@ -125,7 +135,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 		}
 	}
 
-	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Admin: admin, Log: log})
+	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Probe: probe, Writes: own, Log: log})
 	nemEnv.Cluster = cluster
 	var pauses *workloads.Pauses
 	if store != nil {

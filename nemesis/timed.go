@@ -189,7 +189,7 @@ func splitHalves(rng *rand.Rand, items []string) (a, b []string) {
 	return a, b
 }
 
-// leaseResolver chooses the nodes of a lock-aware target when the fault starts.
+// leaseResolver chooses the nodes of a lock-aware or role target when the fault starts.
 type leaseResolver struct {
 	env    Env
 	target string
@@ -207,7 +207,11 @@ func (r *leaseResolver) seed(rng *rand.Rand) {
 
 // pick waits up to wait for a lease of the target's shape and returns the nodes to hit. No such
 // lease in time is no error: the fault is skipped (and logged), as no interleaving it aims at exists.
+// A role target names the nodes with the role now, at once.
 func (r *leaseResolver) pick(ctx context.Context, wait time.Duration) ([]string, error) {
+	if IsRoleTarget(r.target) {
+		return RoleNodes(r.env, r.target), nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rng == nil {

@@ -48,3 +48,16 @@ func freePorts(count int) ([]int, error) {
 
 // errStopped is returned by waits cut short by the system closing.
 var errStopped = errors.New("system stopped")
+
+// RedisNodes names redis nodes by their own addresses and holds writes on them (HoldWrites), for
+// callers that run redis nodes outside a System.
+type RedisNodes map[string]string
+
+// HoldWrites holds back client writes on node while f runs, as System.HoldWrites does.
+func (r RedisNodes) HoldWrites(ctx context.Context, node string, max time.Duration, f func(context.Context) error) error {
+	addr, ok := r[node]
+	if !ok {
+		return fmt.Errorf("no node %q", node)
+	}
+	return holdWrites(ctx, addr, max, f)
+}

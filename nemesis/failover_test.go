@@ -1,0 +1,144 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// TestMain silences go-redis's own log: refused dials after kills are expected.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+func TestFailoverNeedsAPrimary(t *testing.T) {
+	env := netEnv(fiveNodes, []string{"c1"})
+	layout, _ := systems.Layout("redis-masters", systems.Config{Nodes: 5})
+	env.Roles = systems.StaticRoles(layout)
+	spec, _ := ParseSpec("failover")
+	if _, err := Build(spec, env); err == nil {
+		t.Fatal("failover built on independent masters")
+	}
+	layout, _ = systems.Layout("redis-sentinel", systems.Config{})
+	env.Roles = systems.StaticRoles(layout)
+	for _, text := range []string{"failover", "failover:kind=kill+pause+isolate+restart:stall=0.5:down=3s:wait=1s"} {
+		spec, _ := ParseSpec(text)
+		if _, err := Build(spec, env); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+	}
+	spec, _ = ParseSpec("pause:target=primary")
+	p, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Plan(Seed(1, "pause"), time.Minute)
+	op, err := p.(*Pause).Resolve(context.Background(), Op{F: "stop", Effect: history.EffectFault})
+	if err != nil || !slices.Equal(op.Nodes, []string{"n1"}) {
+		t.Fatalf("pause:target=primary resolved to %v, %v", op.Nodes, err)
+	}
+}
+
+// The failover nemesis makes the interleaving of seed 000 happen on purpose: it stalls replication
+// at a moment no lease is held, waits for a lease granted in the stall (on the primary alone), kills
+// the primary, and the sentinels promote a replica that never saw the lease; a second client is
+// granted the same key there while the first lease is still valid.
+func TestFailoverHandsTheLockOutTwice(t *testing.T) {
+	ctx := context.Background()
+	sys, err := systems.Start(ctx, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	probe, err := locks.NewProbe("sentinel", sys.Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	const key, ttl = "lockpick:0", 15 * time.Second
+	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
+		Roles: sys, Probe: probe, Keys: []string{key}, TTL: ttl, Interval: time.Second}
+	spec, _ := ParseSpec("failover:wait=5s")
+	n, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.(*Failover)
+	eps, err := sys.Endpoints("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := locks.New("sentinel", eps, locks.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := locks.New("sentinel", eps, locks.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	run := func(op Op) Op {
+		t.Helper()
+		op, err := f.Resolve(ctx, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Apply(ctx, op); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		return op
+	}
+	stall := run(Op{F: "stall", Effect: history.EffectFault})
+	if stall.F != "stall n2/n1 n3/n1" || !slices.Equal(stall.Nodes, []string{"n1"}) {
+		t.Fatalf("stall resolved to %+v", stall)
+	}
+	la, err := a.Acquire(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill := run(Op{F: "kill", Effect: history.EffectFault})
+	if !slices.Equal(kill.Nodes, []string{"n1"}) {
+		t.Fatalf("kill resolved to %+v", kill)
+	}
+	var lb *locks.Lease
+	deadline := time.Now().Add(20 * time.Second)
+	for lb == nil && time.Now().Before(deadline) {
+		lb, err = b.Acquire(ctx, key, ttl)
+		if err != nil && !errors.Is(err, locks.ErrNotAcquired) && !locks.IsIndeterminate(err) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lb == nil {
+		t.Fatal("no second client got the lock after the failover")
+	}
+	if !time.Now().Before(la.Deadline) {
+		t.Fatalf("the first lease had ended (%v) before the second was granted", la.Deadline)
+	}
+	if primary := systems.WithRole(sys.Roles(), systems.RolePrimary); slices.Equal(primary, []string{"n1"}) || !slices.Equal(lb.Nodes, primary) {
+		t.Fatalf("second lease granted by %v, primary now %v", lb.Nodes, primary)
+	}
+	t.Logf("A's lease from n1 valid until %v; B's granted by %v with %v of A's left", la.Deadline.Format(time.StampMilli), lb.Nodes, time.Until(la.Deadline))
+	for _, op := range []Op{{F: "start", Effect: history.EffectHeal}, {F: "unstall", Effect: history.EffectHeal}} {
+		run(op)
+	}
+	if h := f.Healing(); len(h) != 0 {
+		t.Fatalf("faults left after the heals: %v", h)
+	}
+}
