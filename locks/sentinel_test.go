@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +200,41 @@ func TestSentinelLockFollowsAFailover(t *testing.T) {
 	if len(primary) != 1 || primary[0] == "n1" || !slices.Equal(lease.Nodes, primary) {
 		t.Fatalf("lease granted by %v, the system's primary is %v", lease.Nodes, primary)
 	}
+}
+
+// With min-replicas-to-write the primary refuses the lock once its replicas fall silent: a definite
+// failure, where the plain configuration grants a lease no replica will have.
+func TestMinReplicasToWriteRefusesAnUnreplicatedLock(t *testing.T) {
+	sys, err := systems.Start(context.Background(), "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"},
+		Sentinel: systems.SentinelConfig{MinReplicasToWrite: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	ctx := context.Background()
+	l := openOn(t, sys, "sentinel", Options{})
+	if _, err := l.Acquire(ctx, "k", time.Second); err != nil {
+		t.Fatalf("with the replicas in sync: %v", err)
+	}
+	for _, r := range []string{"n2", "n3"} {
+		link, _ := sys.Links().Get(r, "n1")
+		for _, tx := range links.Stall("stall") {
+			if err := link.AddToxic(tx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The replicas' acknowledgements stop; past the 1 s lag the primary refuses writes.
+	tries := 0
+	waitFor(t, 10*time.Second, func() error {
+		tries++
+		_, err := l.Acquire(ctx, fmt.Sprintf("fresh-%d", tries), time.Second)
+		if err == nil {
+			return errors.New("granted with no replica acknowledging")
+		}
+		if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) || !strings.Contains(err.Error(), "NOREPLICAS") {
+			t.Fatalf("want a definite NOREPLICAS refusal, got %v", err)
+		}
+		return nil
+	})
 }

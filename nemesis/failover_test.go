@@ -142,3 +142,75 @@ func TestFailoverHandsTheLockOutTwice(t *testing.T) {
 		t.Fatalf("faults left after the heals: %v", h)
 	}
 }
+
+// kind=restart brings the primary back empty before the sentinels notice: they still name it
+// primary, and its replicas resync its empty data, so the lease is gone everywhere.
+func TestFailoverRestartComesBackEmptyAndTrusted(t *testing.T) {
+	ctx := context.Background()
+	sys, err := systems.Start(ctx, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	probe, err := locks.NewProbe("sentinel", sys.Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	const key = "lockpick:0"
+	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
+		Roles: sys, Probe: probe, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
+	spec, _ := ParseSpec("failover:kind=restart:stall=0")
+	n, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := n.Plan(Seed(1, "failover"), time.Minute)
+	if len(plan) < 2 || plan[0].F != "kill" || plan[1].F != "start" || plan[1].At != plan[0].At {
+		t.Fatalf("plan %v", plan[:min(2, len(plan))])
+	}
+	eps, _ := sys.Endpoints("c1")
+	a, err := locks.New("sentinel", eps, locks.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Acquire(ctx, key, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(probe.Leases(ctx, []string{key})) == 0 || len(probe.Leases(ctx, []string{key})[0].Nodes) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease never reached the replicas")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, op := range plan[:2] {
+		op, err := n.(*Failover).Resolve(ctx, op)
+		if err != nil || !slices.Equal(op.Nodes, []string{"n1"}) {
+			t.Fatalf("%s resolved to %v, %v", op.F, op.Nodes, err)
+		}
+		if err := n.Apply(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for len(probe.Leases(ctx, []string{key})) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease survived the empty restart: %v", probe.Leases(ctx, []string{key}))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // beyond down-after: the sentinels would have acted by now
+	if p := systems.WithRole(sys.Roles(), systems.RolePrimary); !slices.Equal(p, []string{"n1"}) {
+		t.Fatalf("the sentinels failed over (primary %v): the restart was not quick enough to go unnoticed", p)
+	}
+	// The first request may meet the connection the restart broke; a fresh one is granted.
+	var lease *locks.Lease
+	for try := 0; try < 3 && lease == nil; try++ {
+		lease, err = a.Acquire(ctx, key, 10*time.Second)
+	}
+	if err != nil || !slices.Equal(lease.Nodes, []string{"n1"}) {
+		t.Fatalf("the lock is not granted again on the emptied primary: %v", err)
+	}
+}
