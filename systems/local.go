@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,8 @@ type process struct {
 	// data are the files removed by a start without data; the configuration file is never among
 	// them (Sentinel keeps its state there, and rewrites a replica's there).
 	data []string
+	// reserved holds the node's port until its first start.
+	reserved net.Listener
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -102,6 +105,10 @@ func (b *local) start(ctx context.Context, name string, wipe bool) error {
 		for _, f := range p.data {
 			os.RemoveAll(f)
 		}
+	}
+	if p.reserved != nil {
+		p.reserved.Close()
+		p.reserved = nil
 	}
 	cmd := exec.Command(b.binary, p.args...)
 	cmd.Dir = p.dir
@@ -244,6 +251,12 @@ func (b *local) Signal(name string, sig syscall.Signal) error {
 func (b *local) Close() error {
 	b.mu.Lock()
 	order := append([]string(nil), b.order...)
+	for _, p := range b.procs {
+		if p.reserved != nil {
+			p.reserved.Close()
+			p.reserved = nil
+		}
+	}
 	b.mu.Unlock()
 	var errs []error
 	for i := len(order) - 1; i >= 0; i-- {

@@ -25,25 +25,22 @@ func holdWrites(ctx context.Context, addr string, max time.Duration, f func(cont
 	return f(pctx)
 }
 
-// freePorts returns count loopback ports the kernel reports free. A port can still be taken before
-// the node binds it; the node's start then fails with its own words.
-func freePorts(count int) ([]int, error) {
+// reservePorts holds count free loopback ports open, so that nothing else this process listens on
+// (a link, the router) can take one before its node binds it; each is closed just before its node
+// starts.
+func reservePorts(count int) ([]net.Listener, error) {
 	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, count)
 	for range count {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ls, nil
 }
 
 // errStopped is returned by waits cut short by the system closing.

@@ -136,12 +136,19 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 			s.Close()
 		}
 	}()
-	ports, err := freePorts(len(s.nodes))
+	reserved, err := reservePorts(len(s.nodes))
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			for _, l := range reserved {
+				l.Close() // a second close of a port already handed on is harmless
+			}
+		}
+	}()
 	for i := range s.nodes {
-		s.nodes[i].Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
+		s.nodes[i].Addr = reserved[i].Addr().String()
 	}
 	if err := s.addLinks(cfg.Groups); err != nil {
 		return nil, err
@@ -155,7 +162,7 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 		s.known[n.Name], s.byKnown[known] = known, n.Name
 	}
 	for i, n := range s.nodes {
-		if err := s.declare(dir, n, sourceIP(n, i), persist); err != nil {
+		if err := s.declare(dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -197,7 +204,7 @@ func (s *sentinelSys) addLinks(groups []string) error {
 }
 
 // declare writes a node's configuration file and declares its process to the backend.
-func (s *sentinelSys) declare(dir string, n Node, source string, persist clusters.Persistence) error {
+func (s *sentinelSys) declare(dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
 	nd := filepath.Join(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -256,7 +263,7 @@ func (s *sentinelSys) declare(dir string, n Node, source string, persist cluster
 	if n.Role != RoleSentinel {
 		data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
 	}
-	return s.backend.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data})
+	return s.backend.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data, reserved: reserved})
 }
 
 func persistLines(p clusters.Persistence) []string {
