@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,5 +213,69 @@ func TestFailoverRestartComesBackEmptyAndTrusted(t *testing.T) {
 	}
 	if err != nil || !slices.Equal(lease.Nodes, []string{"n1"}) {
 		t.Fatalf("the lock is not granted again on the emptied primary: %v", err)
+	}
+}
+
+// kind=isolate cuts the sentinels from the primary while clients still reach it: the sentinels
+// promote a replica, the old primary keeps serving until the heal, then becomes a replica.
+func TestFailoverIsolateFromTheSentinels(t *testing.T) {
+	ctx := context.Background()
+	sys, err := systems.Start(ctx, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
+		Roles: sys, TTL: 10 * time.Second, Interval: time.Second}
+	spec, _ := ParseSpec("failover:kind=isolate:stall=0")
+	n, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.(*Failover)
+	op, err := f.Resolve(ctx, Op{F: "isolate", Effect: history.EffectFault})
+	if err != nil || op.F != "isolate s1/n1 s2/n1 s3/n1" || !slices.Equal(op.Nodes, []string{"n1"}) {
+		t.Fatalf("isolate resolved to %+v, %v", op, err)
+	}
+	if err := f.Apply(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for slices.Equal(systems.WithRole(sys.Roles(), systems.RolePrimary), []string{"n1"}) {
+		if time.Now().After(deadline) {
+			t.Fatal("no failover while the sentinels were cut from the primary")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Through the client's link the old primary still answers, as a master.
+	var c1n1 string
+	eps, _ := sys.Endpoints("c1")
+	for _, e := range eps {
+		if e.Node == "n1" {
+			c1n1 = e.Addr
+		}
+	}
+	rc := redis.NewClient(&redis.Options{Addr: c1n1, MaxRetries: -1, Protocol: 2, DisableIdentity: true})
+	defer rc.Close()
+	if err := rc.Set(ctx, "written-to-the-old-primary", "x", 0).Err(); err != nil {
+		t.Fatalf("the isolated primary refused a client: %v", err)
+	}
+	heal, err := f.Resolve(ctx, Op{F: "rejoin", Effect: history.EffectHeal})
+	if err != nil || heal.F != "rejoin s1/n1 s2/n1 s3/n1" {
+		t.Fatalf("rejoin resolved to %+v, %v", heal, err)
+	}
+	if err := f.Apply(ctx, heal); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		info, _ := rc.Info(ctx, "replication").Result()
+		if strings.Contains(info, "role:slave") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old primary was not made a replica after the heal")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
