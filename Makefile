@@ -1,4 +1,4 @@
-# lockpick: make demo | make test | make bench | one target per scenario.
+# lockpick: make demo | make test | make newcomer | make bench | one target per scenario.
 GO      ?= go
 BIN     := bin/lockpick
 REV     := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps test vet bench demo scenarios $(SCENARIOS) counter-figures clean
+.PHONY: all build shim deps test vet tidy newcomer bench demo scenarios $(SCENARIOS) counter-figures clean
 
 all: build
 
@@ -36,8 +36,19 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 
-test: deps vet shim
+# go.mod and go.sum must be what go mod tidy makes of them: -diff prints the difference and fails,
+# and leaves both files as they were.
+tidy:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result"; exit 1; }
+
+# The unit and integration tests, then the newcomer's path (scripts/newcomer.sh): in a fresh clone
+# of the committed HEAD, what the README tells a newcomer to type, with every default.
+test: deps vet tidy shim
 	$(GO) test -race -count=1 -timeout 14m ./...
+	@scripts/newcomer.sh
+
+newcomer: deps
+	@scripts/newcomer.sh
 
 # Checker throughput on a generated history of one million operations on one hot key.
 bench:

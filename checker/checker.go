@@ -1,17 +1,17 @@
 // Package checker decides whether a lock kept mutual exclusion in a recorded history.
 //
-// Check is a pipeline of named steps: build holds from the history, check them with porcupine
-// under a mutex model, find every overlapping pair with an interval sweep and explain it, combine
-// the two into a verdict, report overruns, compute statistics and fault windows, and keep what the
-// visualization needs. Porcupine and the sweep are independent analyses of the same holds; if they
-// ever disagree the verdict is unknown and the disagreement is reported as a checker error.
+// Check is a pipeline of named steps: validate the history's own assumptions, build holds from it,
+// check them with porcupine under a mutex model, find every overlapping pair with an interval sweep
+// and explain it, combine the two into a verdict, report overruns, compute statistics and fault
+// windows, check the protected data, weigh the evidence that the lock was exercised at all, and keep
+// what the visualization needs. Porcupine and the sweep are independent analyses of the same holds;
+// if they ever disagree the verdict is unknown and the disagreement is reported as a checker error.
+// A valid verdict needs evidence (see Evidence); without it the verdict is unknown, with the reason.
 package checker
 
 import (
 	"fmt"
 	"time"
-
-	"github.com/anishathalye/porcupine"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -19,7 +19,9 @@ import (
 // Options tune Check; the zero value gives working defaults.
 type Options struct {
 	// Timeout bounds porcupine's search over all segments (default 60s; negative means no limit).
-	// The visualization pass gets the time left, and at least a tenth of Timeout, on top.
+	// Lock segments it leaves undecided are decided by the interval sweep alone; counter segments
+	// (which have no sweep) leave the data-level verdict unknown. The visualization pass gets the
+	// time left, and at least a tenth of Timeout, on top.
 	Timeout time.Duration
 	// MaxViolations caps how many violations and overruns are listed (default 1000); all are counted.
 	MaxViolations int
@@ -48,29 +50,42 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Check reads a history and returns the lock-level verdict with its evidence. It returns an error,
-// and no verdict, only when the history is malformed (a completion without an invoke, two
-// operations in flight on one process, an unknown event type).
+// Check validates a history and returns the verdict with its evidence. It returns an error, and no
+// verdict, only when the history breaks an assumption of the checker: a *ValidationError naming the
+// line (event i is taken to be on line i+1; CheckLog knows the real lines).
 func Check(events []history.Event, opts Options) (*Result, error) {
-	return check(events, opts, true)
+	return check(&history.Log{Events: events}, opts, true)
 }
 
-// check is Check with quiet-point splitting optional, so tests can show splitting changes nothing.
-func check(events []history.Event, opts Options, split bool) (*Result, error) {
+// CheckLog is Check on a history read with history.ReadLogFile: its errors name the file's lines,
+// and a last line cut short by a crash is noted in the result.
+func CheckLog(l *history.Log, opts Options) (*Result, error) {
+	return check(l, opts, true)
+}
+
+// check is CheckLog with quiet-point splitting optional, so tests can show splitting changes nothing.
+func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	began := time.Now()
 	opts = opts.withDefaults()
 	timeout := max(opts.Timeout, 0)
+	events := l.Events
+
+	// Step 0: the history's own assumptions, before anything reads it.
+	run, err := validate(l)
+	if err != nil {
+		return nil, err
+	}
 
 	// Step 1: holds.
-	p, err := parse(events)
-	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
-	}
+	p := parse(events)
 	r := &Result{
 		Violations: []Violation{},
 		Overruns:   []Overrun{},
 		Notes:      append([]string{}, p.notes...),
 		Errors:     []string{},
+	}
+	if l.Truncated > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("the last line (line %d) was cut short, as a run killed mid-write leaves it, and was not read", l.Truncated))
 	}
 	keys, byKey := keyOrder(p.holds)
 
@@ -82,10 +97,10 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 	out := checkSegments(model, p.holds, segs, timeout)
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments", opts.Timeout, out.timedOut, len(segs)))
+		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, len(segs)))
 	}
 	if out.tooLarge > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d segments had more than %d porcupine operations and were left to the interval sweep", out.tooLarge, maxSegmentOps))
+		r.Notes = append(r.Notes, fmt.Sprintf("%d segments had more than %d porcupine operations (acquires that queue hand the lock on with no gap to cut at); the interval sweep decided them alone", out.tooLarge, maxSegmentOps))
 	}
 
 	// Step 3: interval analysis and explanations.
@@ -106,34 +121,11 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 		})
 	}
 
-	// Step 4: verdict.
-	r.Valid = verdict(out.result, r.ViolationCount, &r.Errors)
-	for i := range segs {
-		// Per-segment cross-check: the two analyses must agree on every decided segment too.
-		s := &segs[i]
-		if (s.result == porcupine.Illegal) != (s.violations > 0) && s.result != porcupine.Unknown {
-			r.Valid = Unknown
-			r.Errors = append(r.Errors, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
-				s.key, i, porcupineWord(s.result), s.violations))
-		}
-	}
-	if len(p.holds) == 0 {
-		r.Notes = append(r.Notes, "the history has no successful acquires, so there was nothing to check: valid, trivially")
-	}
+	// Step 4: the lock-level verdict.
+	r.Valid, r.DecidedBy = decide(segs, out, r.ViolationCount, &r.Errors)
 
 	// Step 5: overruns.
-	for i := range p.holds {
-		h := &p.holds[i]
-		if h.WorkEnd == 0 || h.Deadline == Never || h.WorkEnd <= h.Deadline {
-			continue
-		}
-		r.OverrunCount++
-		if len(r.Overruns) < opts.MaxViolations {
-			o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
-			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
-			r.Overruns = append(r.Overruns, o)
-		}
-	}
+	r.findOverruns(p.holds, opts.MaxViolations)
 
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
@@ -142,6 +134,8 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 	if n := r.Stats.Acquires.Total(); n > 0 {
 		r.Stats.Availability = float64(r.Stats.Acquires.OK) / float64(n)
 	}
+	evKeys := evidenceKeys(run, &r.Stats)
+	availability(&r.Stats, p.holds, evKeys, p.last, r.Stats.Duration)
 	r.Faults = faultWindows(events, p)
 	if r.Faults == nil {
 		r.Faults = []FaultWindow{}
@@ -164,7 +158,10 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 		r.Valid = combine(r.LockValid, r.Resource.Valid)
 	}
 
-	// Step 7: what Visualize needs.
+	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.
+	r.weighEvidence(events, run, p, evKeys)
+
+	// Step 8: what Visualize needs.
 	budget := time.Duration(0)
 	if timeout > 0 {
 		budget = max(timeout-time.Since(porcStart), timeout/10)
@@ -175,26 +172,53 @@ func check(events []history.Event, opts Options, split bool) (*Result, error) {
 	return r, nil
 }
 
-// verdict combines porcupine's result with the sweep's count of overlaps (step 4). An overlap the
-// sweep found is a concrete counterexample, so it decides a timed-out search; anything else where the
-// two disagree is a bug in lockpick and must not be papered over.
-func verdict(porc porcupine.CheckResult, overlaps int, errs *[]string) Verdict {
-	switch {
-	case porc == porcupine.Illegal && overlaps > 0:
-		return Invalid
-	case porc == porcupine.Ok && overlaps == 0:
-		return Valid
-	case porc == porcupine.Unknown && overlaps > 0:
-		return Invalid
-	case porc == porcupine.Unknown:
-		return Unknown
-	case porc == porcupine.Ok:
-		*errs = append(*errs, fmt.Sprintf("checker disagreement: porcupine linearized every hold but the interval sweep found %d overlaps", overlaps))
-		return Unknown
-	default:
-		*errs = append(*errs, "checker disagreement: porcupine found the holds not linearizable but the interval sweep found no overlap")
-		return Unknown
+// findOverruns lists holds whose protected work ended after the lease's deadline (step 5). A lease
+// that expired on arrival has no hold, but work under it is an overrun all the same.
+func (r *Result) findOverruns(holds []hold, limit int) {
+	for i := range holds {
+		h := &holds[i]
+		if h.WorkEnd == 0 || h.Deadline == Never || h.WorkEnd <= h.Deadline {
+			continue
+		}
+		r.OverrunCount++
+		if len(r.Overruns) < limit {
+			o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
+			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
+			r.Overruns = append(r.Overruns, o)
+		}
 	}
+}
+
+// weighEvidence gathers the evidence (step 7): a valid verdict without enough of it becomes unknown,
+// and an unknown verdict gets the sentence that says why.
+func (r *Result) weighEvidence(events []history.Event, run runInfo, p *parsed, keys []string) {
+	var lacking string
+	r.Evidence, lacking = gatherEvidence(events, run, p, keys)
+	if !r.Evidence.HasPlan && len(events) > 0 {
+		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
+	}
+	if r.Valid == Valid && !r.Evidence.Enough {
+		r.Valid = Unknown
+	}
+	if r.Valid == Unknown {
+		r.UnknownReason = lacking
+		if r.Evidence.Enough {
+			r.UnknownReason = r.analysisUnknown()
+		}
+	}
+}
+
+// analysisUnknown says why an analysis, rather than the evidence, left the verdict unknown.
+func (r *Result) analysisUnknown() string {
+	switch {
+	case len(r.Errors) > 0:
+		return "the checker's own analyses disagreed (see the checker errors): that is a bug in lockpick; please report it with the history"
+	case r.Resource != nil && len(r.Resource.Errors) > 0:
+		return "the counter history could not be checked: " + oneLine(r.Resource.Errors[0])
+	case r.Resource != nil && r.Resource.Valid == Unknown:
+		return "porcupine could not decide the counter model in time: raise --check-timeout (lockpick check --timeout)"
+	}
+	return "the checker could not decide"
 }
 
 // combine is the run's verdict from the lock's and the data's: invalid if either is, else unknown

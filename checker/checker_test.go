@@ -104,7 +104,7 @@ func TestHandOffAtTheSameInstantIsValid(t *testing.T) {
 	if r.Segments != 2 {
 		t.Errorf("want 2 segments, got %d", r.Segments)
 	}
-	whole, err := check(h.events(), Options{}, false)
+	whole, err := check(&history.Log{Events: h.events()}, Options{}, false)
 	if err != nil || whole.Valid != Valid || whole.Segments != 1 {
 		t.Fatalf("without cuts: want valid in 1 segment, got %v, %v", whole, err)
 	}
@@ -226,19 +226,39 @@ func TestKeysAreIndependent(t *testing.T) {
 	}
 }
 
-func TestAnInstantHoldInsideAnotherIsInvalid(t *testing.T) {
-	// p1's lease was already past its deadline when its acquire completed: a hold of one instant,
-	// inside p0's hold. Porcupine cannot linearize it, and the sweep must agree.
+// A lease already past its deadline when its acquire completed grants no hold: the client could
+// never use it, so it cannot overlap the legal holder (once a false invalid).
+func TestExpiredOnArrivalGrantsNoHold(t *testing.T) {
 	h := (&hist{}).
 		acquire(0, "k", 0, 10, history.OK, "a", 1000).
 		acquire(1, "k", 20, 50, history.OK, "b", 40).
+		release(1, "k", "b", 55, 56).
 		release(0, "k", "a", 100, 110)
 	r := mustCheck(t, h.events())
-	if r.Valid != Invalid || r.ViolationCount != 1 || r.Violations[0].Overlap != 0 {
-		t.Fatalf("want invalid with one zero-length overlap, got %s, %d\n%s", r.Valid, r.ViolationCount, r.Summary())
+	if r.Valid != Valid || r.ViolationCount != 0 || r.Stats.Holds != 1 || r.Stats.ExpiredOnArrival != 1 {
+		t.Fatalf("want valid with 1 hold and 1 lease expired on arrival, got %s, %d violations, %d holds, %d expired\n%s",
+			r.Valid, r.ViolationCount, r.Stats.Holds, r.Stats.ExpiredOnArrival, r.Summary())
 	}
-	if !containsSubstring(r.Notes, "deadline at or before their completion") {
-		t.Errorf("notes %v should mention the zero-validity acquire", r.Notes)
+	if !containsSubstring(r.Notes, "expired on arrival") || !strings.Contains(r.Summary(), "1 ok acquires expired on arrival") {
+		t.Errorf("notes %v and summary should count the lease expired on arrival", r.Notes)
+	}
+	if containsSubstring(r.Notes, "matched no open hold") {
+		t.Errorf("the release of the expired lease must still find it: %v", r.Notes)
+	}
+	// Work under it is still an overrun.
+	h = (&hist{}).
+		acquire(1, "k", 20, 50, history.OK, "b", 40).
+		work(1, "k", "b", 51, 60)
+	if r := mustCheck(t, h.events()); r.OverrunCount != 1 {
+		t.Errorf("work under an expired lease: %d overruns, want 1", r.OverrunCount)
+	}
+	// A deadline exactly at the completion is expired too: nothing of the lease is left.
+	h = (&hist{}).
+		acquire(0, "k", 0, 10, history.OK, "a", 1000).
+		acquire(1, "k", 20, 50, history.OK, "b", 50).
+		release(0, "k", "a", 100, 110)
+	if r := mustCheck(t, h.events()); r.Valid != Valid || r.Stats.ExpiredOnArrival != 1 {
+		t.Errorf("deadline at completion: %s, %d expired", r.Valid, r.Stats.ExpiredOnArrival)
 	}
 }
 
@@ -316,11 +336,23 @@ func TestFaultWindows(t *testing.T) {
 	}
 }
 
-func TestEmptyHistoryIsValidWithANote(t *testing.T) {
-	for _, evs := range [][]history.Event{nil, (&hist{}).acquire(0, "k", 0, 5, history.Fail, "", 0).events()} {
-		r := mustCheck(t, evs)
-		if r.Valid != Valid || !containsSubstring(r.Notes, "nothing to check") {
-			t.Errorf("want valid with a note, got %s, notes %v", r.Valid, r.Notes)
+// A history that exercised nothing is never valid: it is unknown, with the reason.
+func TestNothingExercisedIsUnknown(t *testing.T) {
+	cases := map[string]struct {
+		evs    []history.Event
+		reason string
+	}{
+		"empty":        {nil, "the history is empty"},
+		"only a fail":  {(&hist{}).acquire(0, "k", 0, 5, history.Fail, "", 0).events(), "no lock was granted on key k"},
+		"only nemesis": {(&hist{}).nemesis("kill", "restart", history.EffectFault, []string{"n1"}, 0, 5).events(), "no acquire"},
+	}
+	for name, c := range cases {
+		r := mustCheck(t, c.evs)
+		if r.Valid != Unknown || r.Evidence.Enough || !strings.Contains(r.UnknownReason, c.reason) {
+			t.Errorf("%s: want unknown because %q, got %s because %q", name, c.reason, r.Valid, r.UnknownReason)
+		}
+		if !strings.Contains(r.Summary(), "unknown because "+r.UnknownReason) {
+			t.Errorf("%s: summary does not give the reason:\n%s", name, r.Summary())
 		}
 	}
 }
@@ -330,15 +362,15 @@ func TestMalformedHistoriesAreErrors(t *testing.T) {
 		"completion without invoke": {{Time: 1, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k"}},
 		"two in flight": {
 			{Time: 1, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"},
-			{Time: 2, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k"},
+			{Index: 1, Time: 2, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k"},
 		},
 		"mismatched f": {
 			{Time: 1, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"},
-			{Time: 2, Type: history.OK, Process: 0, F: history.FRelease, Key: "k"},
+			{Index: 1, Time: 2, Type: history.OK, Process: 0, F: history.FRelease, Key: "k"},
 		},
 		"completion before invoke": {
 			{Time: 5, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"},
-			{Time: 2, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Deadline: 100},
+			{Index: 1, Time: 2, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Deadline: 100},
 		},
 		"unknown type":    {{Time: 1, Type: "done", Process: 0, F: history.FAcquire}},
 		"invalid process": {{Time: 1, Type: history.Invoke, Process: -2, F: history.FAcquire}},
@@ -355,21 +387,23 @@ func TestMalformedHistoriesAreErrors(t *testing.T) {
 	}
 }
 
-func TestTimeoutIsUnknownNeverValid(t *testing.T) {
+// Segments porcupine has no time for are decided by the interval sweep alone, which is exact, and
+// the result says so.
+func TestPorcupineTimeoutLeavesSegmentsToTheSweep(t *testing.T) {
 	evs := Generate(7, 20000, 1)
 	r, err := Check(evs, Options{Timeout: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Valid != Unknown || r.Porcupine != "unknown" {
-		t.Fatalf("a timed-out check must be unknown, got %s (porcupine %s)", r.Valid, r.Porcupine)
+	if r.Valid != Valid || r.Porcupine != "unknown" || !strings.HasPrefix(r.DecidedBy, "sweep (") {
+		t.Fatalf("want valid decided by the sweep, got %s (porcupine %s, decided by %q)", r.Valid, r.Porcupine, r.DecidedBy)
 	}
-	if r.Valid.ExitCode() != 2 || !containsSubstring(r.Notes, "ran out of time") {
-		t.Errorf("exit code %d, notes %v", r.Valid.ExitCode(), r.Notes)
+	if !containsSubstring(r.Notes, "ran out of time") || !strings.Contains(r.Summary(), "decided by: sweep") {
+		t.Errorf("notes %v; summary:\n%s", r.Notes, r.Summary())
 	}
-	// With time enough the same history is valid.
-	if r := mustCheck(t, evs); r.Valid != Valid {
-		t.Fatalf("generated history: want valid, got %s\n%s", r.Valid, r.Summary())
+	// With time enough porcupine decides every segment, and the sweep agrees.
+	if r := mustCheck(t, evs); r.Valid != Valid || r.DecidedBy != "porcupine+sweep" {
+		t.Fatalf("generated history: want valid by porcupine+sweep, got %s by %q\n%s", r.Valid, r.DecidedBy, r.Summary())
 	}
 }
 
@@ -381,8 +415,11 @@ func TestTimeoutWithAnOverlapIsInvalid(t *testing.T) {
 		acquire(1000, "k0", 0, 1, history.OK, "x", 1<<40).
 		acquire(1001, "k0", 2, 3, history.OK, "y", 1<<40).events()
 	for _, e := range extra {
+		e.Index = int64(len(evs))
 		e.Time += last + 1
-		e.Deadline = last + 1e12
+		if e.Deadline != 0 {
+			e.Deadline = last + 1e12
+		}
 		evs = append(evs, e)
 	}
 	r, err := Check(evs, Options{Timeout: time.Nanosecond})
@@ -394,25 +431,32 @@ func TestTimeoutWithAnOverlapIsInvalid(t *testing.T) {
 	}
 }
 
-func TestVerdictCombinations(t *testing.T) {
+func TestDecide(t *testing.T) {
+	seg := func(res porcupine.CheckResult, violations int) segment {
+		return segment{key: "k", result: res, violations: violations}
+	}
 	cases := []struct {
-		porc     string
+		segs     []segment
+		out      porcupineOutcome
 		overlaps int
 		want     Verdict
 		errs     int
+		by       string
 	}{
-		{"Ok", 0, Valid, 0},
-		{"Illegal", 2, Invalid, 0},
-		{"Unknown", 1, Invalid, 0},
-		{"Unknown", 0, Unknown, 0},
-		{"Ok", 1, Unknown, 1},
-		{"Illegal", 0, Unknown, 1},
+		{[]segment{seg(porcupine.Ok, 0)}, porcupineOutcome{}, 0, Valid, 0, "porcupine+sweep"},
+		{[]segment{seg(porcupine.Illegal, 2)}, porcupineOutcome{}, 2, Invalid, 0, "porcupine+sweep"},
+		{[]segment{seg(porcupine.Unknown, 1)}, porcupineOutcome{timedOut: 1}, 1, Invalid, 0, "sweep (1 segment porcupine had no time left for)"},
+		{[]segment{seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "sweep (1 segment too long for porcupine)"},
+		{[]segment{seg(porcupine.Ok, 0), seg(porcupine.Unknown, 0)}, porcupineOutcome{tooLarge: 1}, 0, Valid, 0, "porcupine+sweep, the sweep alone on 1 of 2 segments (1 segment too long for porcupine)"},
+		{[]segment{seg(porcupine.Ok, 1)}, porcupineOutcome{}, 1, Unknown, 1, "porcupine+sweep"},
+		{[]segment{seg(porcupine.Illegal, 0)}, porcupineOutcome{}, 0, Unknown, 1, "porcupine+sweep"},
+		{nil, porcupineOutcome{}, 0, Valid, 0, "nothing to decide (no holds)"},
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		var errs []string
-		got := verdict(porcResult(c.porc), c.overlaps, &errs)
-		if got != c.want || len(errs) != c.errs {
-			t.Errorf("porcupine %s with %d overlaps: got %s with %d errors, want %s with %d", c.porc, c.overlaps, got, len(errs), c.want, c.errs)
+		got, by := decide(c.segs, c.out, c.overlaps, &errs)
+		if got != c.want || len(errs) != c.errs || by != c.by {
+			t.Errorf("case %d: got %s with %d errors by %q, want %s with %d by %q", i, got, len(errs), by, c.want, c.errs, c.by)
 		}
 	}
 }
@@ -498,8 +542,6 @@ func containsSubstring(list []string, sub string) bool {
 	return false
 }
 
-func porcResult(s string) porcupine.CheckResult { return porcupine.CheckResult(s) }
-
 func TestContendedChainIsCutAtHeldPoints(t *testing.T) {
 	// Every acquire is invoked while the previous hold is still in effect and completes after it
 	// ended, so there is no quiet point at all: without held cuts this would be one segment of
@@ -522,6 +564,7 @@ func TestContendedChainIsCutAtHeldPoints(t *testing.T) {
 			e.Time = (10*500 + 99) * ms // invoked at 5097, hold 499 ends at 5100
 		}
 	}
+	sortByTime(evs)
 	r = mustCheck(t, evs)
 	if r.Valid != Invalid || r.Porcupine != "illegal" || r.ViolationCount != 1 {
 		t.Fatalf("want one violation, got %s/%s, %d", r.Valid, r.Porcupine, r.ViolationCount)
@@ -557,5 +600,47 @@ func TestViolationCause(t *testing.T) {
 	r = mustCheck(t, partial.events())
 	if got := r.Violations[0].Cause; !strings.Contains(got, "no fault hit n1 in between: the lock let p7 in while p3 held it") {
 		t.Errorf("cause: %s", got)
+	}
+}
+
+// queuedHandOffs builds n holds of one key by ten processes whose acquires queue, as blocking
+// acquires do: each process asks again as soon as its release returns, and is granted the lock
+// exactly when the previous holder's release is invoked. No instant is free of an acquire in
+// flight, so the key's history is one segment.
+func queuedHandOffs(n int) []history.Event {
+	evs := make([]history.Event, 0, 4*n)
+	at := func(i int) int64 { return int64(i) * 10 * ms }
+	for i := range n {
+		p, v := i%10, fmt.Sprint(i)
+		evs = append(evs,
+			history.Event{Time: max(at(i-9)+ms/2, 0), Type: history.Invoke, Process: p, F: history.FAcquire, Key: "k"},
+			history.Event{Time: at(i), Type: history.OK, Process: p, F: history.FAcquire, Key: "k", Value: v, Deadline: at(i) + int64(time.Second)},
+			history.Event{Time: at(i + 1), Type: history.Invoke, Process: p, F: history.FRelease, Key: "k", Value: v},
+			history.Event{Time: at(i+1) + ms/2, Type: history.OK, Process: p, F: history.FRelease, Key: "k", Value: v})
+	}
+	sortByTime(evs)
+	return evs
+}
+
+// 100,000 queued hand-offs: far too long for porcupine, decided exactly by the sweep, quickly.
+func TestQueuedHandOffsAreDecidedByTheSweep(t *testing.T) {
+	evs := queuedHandOffs(100_000)
+	r := mustCheck(t, evs)
+	if r.Valid != Valid || r.ViolationCount != 0 || r.Segments != 1 || r.DecidedBy != "sweep (1 segment too long for porcupine)" {
+		t.Fatalf("want valid decided by the sweep in 1 segment, got %s by %q in %d segments\n%s", r.Valid, r.DecidedBy, r.Segments, r.Summary())
+	}
+	if !strings.Contains(r.Summary(), "decided by: sweep (1 segment too long for porcupine)") || !containsSubstring(r.Notes, "decided them alone") {
+		t.Errorf("the summary must say which analysis decided:\n%s", r.Summary())
+	}
+	t.Logf("%d events checked in %s", len(evs), r.CheckDuration)
+	// One acquire that completes a millisecond before the previous release: found.
+	for i := range evs {
+		if e := &evs[i]; e.F == history.FAcquire && e.Type == history.OK && e.Value == "77777" {
+			e.Time -= ms
+		}
+	}
+	sortByTime(evs)
+	if r := mustCheck(t, evs); r.Valid != Invalid || r.ViolationCount != 1 {
+		t.Fatalf("one early grant: want invalid with 1 violation, got %s with %d", r.Valid, r.ViolationCount)
 	}
 }

@@ -111,7 +111,7 @@ func Generate(seed int64, ops int, keys int) []history.Event {
 			nextID++
 			p.rest = done + between(time.Millisecond, 5*time.Millisecond)
 		case freeAt[k] >= t:
-			q = append(q, history.Event{Time: t + lat, Type: history.Fail, Process: p.id, F: history.FAcquire, Key: key, Error: "held"})
+			q = append(q, history.Event{Time: t + lat, Type: history.Fail, Process: p.id, F: history.FAcquire, Key: key, Error: "held", Reason: history.ReasonHeld})
 			p.queue = q
 			p.rest = t + lat + between(time.Millisecond, 5*time.Millisecond)
 		default:

@@ -11,7 +11,15 @@ import (
 type hold struct {
 	HoldInfo
 	key string
+	// dead marks a lease that had expired by the time its acquire completed: it grants no hold and
+	// is left out of the lock-level analyses, but releases and work still find it (so they pair with
+	// the same leases as before) and its work can be an overrun.
+	dead bool
 }
+
+// expiredOnArrival reports whether a lease ending at deadline was already over when its acquire
+// completed at done: the client could never have used it.
+func expiredOnArrival(done, deadline int64) bool { return deadline <= done }
 
 // nemOp is one nemesis operation: an invoke and its completion (comp is -1 if it never completed).
 type nemOp struct{ inv, comp int }
@@ -27,6 +35,8 @@ type parsed struct {
 	first   int64
 	last    int64
 	notes   []string
+	// expired counts, per key, the ok acquires whose lease had expired on arrival.
+	expired map[string]int
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -40,7 +50,8 @@ func effectiveDeadline(d int64) int64 {
 }
 
 // holdEnd is when a hold ends: the earlier of the release invoke and the deadline, and never before
-// the hold started (a lease that expired before the client learned of it is a single instant).
+// the hold started (a lease that expired before the client learned of it grants no hold at all; it
+// is marked dead and ends where it starts).
 func holdEnd(start, deadline, release int64) (end int64, endedBy string) {
 	end, endedBy = deadline, "expiry"
 	if release < deadline {
@@ -91,17 +102,17 @@ func dropExpired[T any](open []T, at func(int) *hold, t int64) []T {
 // O(1) rather than a scan of every hold of the process.
 const recentHolds = 8
 
-// parse pairs invocations with completions and builds holds, nemesis operations and statistics.
-// A structurally broken client history is an error: a verdict on it would mean nothing.
-func parse(events []history.Event) (*parsed, error) {
-	p := &parsed{}
+// parse pairs invocations with completions and builds holds, nemesis operations and statistics
+// (step 1). It reads a history that validate has accepted, so every completion has its invoke.
+func parse(events []history.Event) *parsed {
+	p := &parsed{expired: map[string]int{}}
 	inflight := make(map[int]int)         // process -> index of its in-flight invoke
 	open := make(map[int][]int32)         // process -> holds with no release invoked yet
 	recent := make(map[int][]int32)       // process -> its latest holds, for work events
 	nemInflight := make(map[string][]int) // nemesis F -> invokes waiting for completion
 	byKey := make(map[string]*Counts)
 	processes := make(map[int]struct{})
-	var zeroValidity, noDeadline, orphanNemesis, strayRelease, strayWork int
+	var expired, noDeadline, strayRelease, strayWork int
 
 	keyCounts := func(k string) *Counts {
 		c := byKey[k]
@@ -114,11 +125,6 @@ func parse(events []history.Event) (*parsed, error) {
 
 	for i := range events {
 		e := &events[i]
-		switch e.Type {
-		case history.Invoke, history.OK, history.Fail, history.Info:
-		default:
-			return nil, fmt.Errorf("event %d (index %d): unknown type %q", i, e.Index, e.Type)
-		}
 		if i == 0 || e.Time < p.first {
 			p.first = e.Time
 		}
@@ -132,36 +138,31 @@ func parse(events []history.Event) (*parsed, error) {
 				nemInflight[e.F] = append(nemInflight[e.F], i)
 				continue
 			}
+			// The oldest in-flight invoke of the operation, as validate paired them.
 			q := nemInflight[e.F]
-			if len(q) == 0 {
-				orphanNemesis++
-				continue
+			k := 0
+			for k < len(q)-1 && e.Fault != "" && events[q[k]].Fault != "" && events[q[k]].Fault != e.Fault {
+				k++
 			}
-			p.nemOps = append(p.nemOps, nemOp{inv: q[0], comp: i})
-			nemInflight[e.F] = q[1:]
+			p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
+			nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
 			continue
 		}
-		if e.Process == history.HarnessProcess && e.F == history.FFinal {
-			continue // the harness's own reads (the final counter values) belong to the resource check
-		}
-		if e.Process < 0 {
-			return nil, fmt.Errorf("event %d (index %d): invalid process %d", i, e.Index, e.Process)
+		if e.Process == history.HarnessProcess {
+			continue // the run, and the final counter values that belong to the resource check
 		}
 		processes[e.Process] = struct{}{}
 
 		if e.Type == history.Invoke {
-			if j, busy := inflight[e.Process]; busy {
-				return nil, fmt.Errorf("event %d (index %d): process %d invoked %q while its %q (event %d) was still in flight",
-					i, e.Index, e.Process, e.F, events[j].F, j)
-			}
 			inflight[e.Process] = i
 			if e.F == history.FRelease {
 				// The release's invoke ends the hold whatever its outcome: the client has left
 				// its critical section.
 				hs := open[e.Process]
 				if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-					h := &p.holds[hs[j]]
-					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+					if h := &p.holds[hs[j]]; !h.dead {
+						h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+					}
 					open[e.Process] = append(hs[:j], hs[j+1:]...)
 				} else {
 					strayRelease++
@@ -170,20 +171,8 @@ func parse(events []history.Event) (*parsed, error) {
 			continue
 		}
 
-		j, ok := inflight[e.Process]
-		if !ok {
-			return nil, fmt.Errorf("event %d (index %d): process %d completed %q (%s) without an invoke",
-				i, e.Index, e.Process, e.F, e.Type)
-		}
+		j := inflight[e.Process]
 		inv := &events[j]
-		if inv.F != e.F {
-			return nil, fmt.Errorf("event %d (index %d): process %d completed %q but had invoked %q (event %d)",
-				i, e.Index, e.Process, e.F, inv.F, j)
-		}
-		if e.Time < inv.Time {
-			return nil, fmt.Errorf("event %d (index %d): process %d's %q completed at %d, before its invoke at %d",
-				i, e.Index, e.Process, e.F, e.Time, inv.Time)
-		}
 		delete(inflight, e.Process)
 
 		switch e.F {
@@ -192,8 +181,8 @@ func parse(events []history.Event) (*parsed, error) {
 			if key == "" {
 				key = inv.Key
 			}
-			p.stats.Acquires.add(e.Type)
-			keyCounts(key).add(e.Type)
+			p.stats.Acquires.addAcquire(e)
+			keyCounts(key).addAcquire(e)
 			lat := e.Time - inv.Time
 			p.allLat = append(p.allLat, lat)
 			if e.Type != history.OK {
@@ -204,14 +193,16 @@ func parse(events []history.Event) (*parsed, error) {
 				noDeadline++
 			}
 			dl := effectiveDeadline(e.Deadline)
-			if dl <= e.Time {
-				zeroValidity++
-			}
 			h := hold{key: key, HoldInfo: HoldInfo{
 				Process: e.Process, Value: e.Value, Token: e.Token,
 				Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
 			}}
 			h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+			if expiredOnArrival(e.Time, dl) {
+				h.dead, h.EndedBy = true, "expired on arrival"
+				expired++
+				p.expired[key]++
+			}
 			id := int32(len(p.holds))
 			p.holds = append(p.holds, h)
 			op := open[e.Process]
@@ -291,7 +282,8 @@ func parse(events []history.Event) (*parsed, error) {
 		p.stats.AcquiresByKey[k] = *c
 	}
 	p.stats.Processes = len(processes)
-	p.stats.Holds = len(p.holds)
+	p.stats.Holds = len(p.holds) - expired
+	p.stats.ExpiredOnArrival = expired
 	p.stats.Duration = p.last - p.first
 
 	note := func(n int, format string) {
@@ -301,10 +293,9 @@ func parse(events []history.Event) (*parsed, error) {
 	}
 	note(pendingClient, "%d client operations were still in flight when the history ended; they count as indeterminate")
 	note(pendingNemesis, "%d nemesis operations never completed; their faults are taken to last until the end of the history")
-	note(orphanNemesis, "%d nemesis completions had no matching invoke and were ignored")
 	note(noDeadline, "%d ok acquires carried no deadline; their holds last until release (or forever)")
-	note(zeroValidity, "%d ok acquires had a deadline at or before their completion; each counts as a hold of one instant")
+	note(expired, "%d ok acquires were expired on arrival (their deadline was at or before their completion): they grant no hold, and work under them is an overrun")
 	note(strayRelease, "%d releases matched no open hold of their process")
 	note(strayWork, "%d work operations matched no hold of their process")
-	return p, nil
+	return p
 }

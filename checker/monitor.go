@@ -60,6 +60,13 @@ func (m *Monitor) Observe(e history.Event) {
 		dl := effectiveDeadline(e.Deadline)
 		h := &hold{key: key, HoldInfo: HoldInfo{Process: e.Process, Value: e.Value, Start: e.Time, Deadline: dl}}
 		h.End, _ = holdEnd(h.Start, dl, Never)
+		op := m.open[e.Process]
+		op = dropExpired(op, func(j int) *hold { return op[j] }, h.Start)
+		clear(op[len(op):cap(op)])
+		m.open[e.Process] = append(op, h)
+		if expiredOnArrival(h.Start, dl) {
+			return // no hold: a release may still name it, but it overlaps nothing
+		}
 		act := m.active[key]
 		kept := act[:0]
 		for _, a := range act {
@@ -75,10 +82,6 @@ func (m *Monitor) Observe(e history.Event) {
 			}
 		}
 		m.active[key] = append(kept, h)
-		op := m.open[e.Process]
-		op = dropExpired(op, func(j int) *hold { return op[j] }, h.Start)
-		clear(op[len(op):cap(op)])
-		m.open[e.Process] = append(op, h)
 	case e.F == history.FAcquire:
 		delete(m.key, e.Process)
 	case e.F == history.FRelease && e.Type == history.Invoke:

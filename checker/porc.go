@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,8 +89,8 @@ func (s *segment) ops() int {
 
 // maxSegmentOps bounds the segments given to porcupine. Its search keeps a bitset of the whole
 // partition per cached state, so memory grows with the square of a partition's length (about
-// n²/8 bytes: 128 MiB at this bound). A longer segment is reported unknown to porcupine and left to
-// the interval sweep, which is exact too.
+// n²/8 bytes: 128 MiB at this bound). A longer segment (queued acquires that hand the lock on with no
+// gap are never cut) is left to the interval sweep, which is exact too, and decides it alone.
 const maxSegmentOps = 1 << 15
 
 // segmentsOf splits each key's holds into segments at cut points, or returns one segment per key
@@ -259,6 +260,49 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 	return out
 }
 
+// decide is the lock-level verdict (step 4): the sweep's overlaps, cross-checked against porcupine
+// on every segment porcupine decided. The sweep is exact for the mutex model (see overlaps), so a
+// segment porcupine could not decide, too long for it or out of time, is decided by the sweep alone,
+// and decidedBy says so. A segment on which the two disagree is a bug in lockpick, not a finding: the
+// verdict is then unknown and errs says where.
+func decide(segs []segment, out porcupineOutcome, overlaps int, errs *[]string) (v Verdict, decidedBy string) {
+	v = Valid
+	if overlaps > 0 {
+		v = Invalid
+	}
+	left := 0
+	for i := range segs {
+		s := &segs[i]
+		if s.result == porcupine.Unknown {
+			left++
+			continue
+		}
+		if (s.result == porcupine.Illegal) != (s.violations > 0) {
+			v = Unknown
+			*errs = append(*errs, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
+				s.key, i, porcupineWord(s.result), s.violations))
+		}
+	}
+	var why []string
+	if out.tooLarge > 0 {
+		why = append(why, fmt.Sprintf("%d %s too long for porcupine", out.tooLarge, plural(out.tooLarge, "segment")))
+	}
+	if out.timedOut > 0 {
+		why = append(why, fmt.Sprintf("%d %s porcupine had no time left for", out.timedOut, plural(out.timedOut, "segment")))
+	}
+	switch {
+	case len(segs) == 0:
+		decidedBy = "nothing to decide (no holds)"
+	case left == 0:
+		decidedBy = "porcupine+sweep"
+	case left == len(segs):
+		decidedBy = fmt.Sprintf("sweep (%s)", strings.Join(why, ", "))
+	default:
+		decidedBy = fmt.Sprintf("porcupine+sweep, the sweep alone on %d of %d segments (%s)", left, len(segs), strings.Join(why, ", "))
+	}
+	return v, decidedBy
+}
+
 // porcupineWord is the lower-case word results.json uses for a porcupine verdict.
 func porcupineWord(r porcupine.CheckResult) string {
 	switch r {
@@ -269,4 +313,12 @@ func porcupineWord(r porcupine.CheckResult) string {
 	default:
 		return "unknown"
 	}
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

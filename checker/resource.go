@@ -2,7 +2,6 @@ package checker
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -95,7 +94,8 @@ const (
 	opIncMaybe         // read and a write of unknown outcome: an increment or nothing
 	opWriteFail        // a write the guard rejected: the guard must reject it in that state
 	opFinal            // the harness's final read
-	opCarry            // synthetic: sets the state a segment starts from
+	opCarry            // synthetic: sets the state a part starts from, any of carries
+	opPin              // synthetic: legal only in state carry, to ask whether a part can end there
 )
 
 type counterIn struct {
@@ -103,7 +103,8 @@ type counterIn struct {
 	process int
 	read    int64 // the value read (opRead, opInc, opIncMaybe, opWriteFail), or read by opFinal
 	token   int64
-	carry   counterState
+	carry   counterState   // opPin
+	carries []counterState // opCarry
 }
 
 // counterState is the resource: its value and the highest token it accepted.
@@ -128,7 +129,15 @@ func counterModel(guard resource.Guard) porcupine.Model {
 			s, in := state.(counterState), input.(counterIn)
 			switch in.kind {
 			case opCarry:
-				return []any{in.carry}
+				out := make([]any, len(in.carries))
+				for i, c := range in.carries {
+					out[i] = c
+				}
+				return out
+			case opPin:
+				if s == in.carry {
+					return []any{s}
+				}
 			case opRead, opFinal:
 				if s.value == in.read {
 					return []any{s}
@@ -162,8 +171,17 @@ func counterModel(guard resource.Guard) porcupine.Model {
 				return fmt.Sprintf("p%d write %d (token %d) rejected", in.process, in.read+1, in.token)
 			case opFinal:
 				return fmt.Sprintf("final value %d", in.read)
+			case opPin:
+				return fmt.Sprintf("can the segment end at value %d, highest token %d?", in.carry.value, in.carry.highest)
 			}
-			return fmt.Sprintf("segment starts at value %d, highest token %d", in.carry.value, in.carry.highest)
+			if len(in.carries) == 1 {
+				return fmt.Sprintf("segment starts at value %d, highest token %d", in.carries[0].value, in.carries[0].highest)
+			}
+			var states []string
+			for _, c := range in.carries {
+				states = append(states, fmt.Sprintf("%d (highest token %d)", c.value, c.highest))
+			}
+			return "segment starts at one of the values " + strings.Join(states, ", ")
 		},
 		DescribeState: func(state any) string {
 			s := state.(counterState)
@@ -361,36 +379,23 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 		r.Notes = append(r.Notes, "the history has no final value of some counter, so lost updates were not counted")
 	}
 
-	// Porcupine on the counter model, one key at a time, cut at quiet points.
+	// Porcupine on the counter model, one key at a time, part by part.
 	model := counterModel(guard)
 	began := time.Now()
+	timeLeft := func() time.Duration {
+		if opts.Timeout <= 0 {
+			return 0
+		}
+		return max(opts.Timeout-time.Since(began), time.Millisecond)
+	}
 	result := porcupine.Ok
 	var drawn []resSegment
 	for _, k := range keys {
-		for _, seg := range counterSegments(byKey[k], guard) {
-			drawn = append(drawn, resSegment{ops: seg})
-			r.Segments++
-			timeout := time.Duration(0)
-			if opts.Timeout > 0 {
-				timeout = max(opts.Timeout-time.Since(began), time.Millisecond)
-			}
-			var res porcupine.CheckResult
-			if len(seg) > maxSegmentOps {
-				res = porcupine.Unknown
-				r.Notes = append(r.Notes, fmt.Sprintf("a segment of %s had %d operations, more than porcupine is given", k, len(seg)))
-			} else {
-				res = porcupine.CheckOperationsTimeout(model, seg, timeout)
-			}
-			drawn[len(drawn)-1].result = res
-			switch {
-			case res == porcupine.Illegal:
-				result = porcupine.Illegal
-			case res == porcupine.Unknown && result == porcupine.Ok:
-				result = porcupine.Unknown
-			}
-			if result == porcupine.Illegal {
-				break
-			}
+		switch r.checkCounter(model, guard, k, byKey[k], timeLeft, &drawn) {
+		case porcupine.Illegal:
+			result = porcupine.Illegal
+		case porcupine.Unknown:
+			result = porcupine.Unknown
 		}
 		if result == porcupine.Illegal {
 			break
@@ -418,46 +423,7 @@ func checkResource(events []history.Event, holds []hold, faults []FaultWindow, o
 	return r
 }
 
-// counterSegments orders a key's operations and cuts them where no operation is in flight. Every
-// operation before such a point precedes every one after it, so the state there is the end state of
-// the part before; in a linearizable part that is determined: the value rose by one per accepted
-// increment and the highest token is the highest accepted. A part with a write of unknown outcome
-// has no determined end state, but such a write never returns, so nothing after it is cut off. Each
-// later part starts with a synthetic operation that sets that state. A part before an illegal one
-// is illegal itself or the whole is, so checking the parts separately is exact.
-func counterSegments(ops []resOp, guard resource.Guard) [][]porcupine.Operation {
-	slices.SortStableFunc(ops, func(a, b resOp) int {
-		if a.inv != b.inv {
-			return cmp.Compare(a.inv, b.inv)
-		}
-		return cmp.Compare(a.ret, b.ret)
-	})
-	var segs [][]porcupine.Operation
-	var cur []porcupine.Operation
-	state := counterState{}
-	next := state
-	var reach int64 = math.MinInt64
-	for _, op := range ops {
-		if len(cur) > 0 && op.inv > reach {
-			segs = append(segs, cur)
-			state = next
-			cur = []porcupine.Operation{{ClientId: -1, Input: counterIn{kind: opCarry, carry: state}, Call: op.inv - 1, Return: op.inv - 1}}
-		}
-		if op.in.kind == opInc {
-			next.value++
-			if guard == resource.GuardFencing {
-				next.highest = max(next.highest, op.in.token)
-			}
-		}
-		reach = max(reach, op.ret)
-		cur = append(cur, porcupine.Operation{ClientId: op.in.process, Input: op.in, Call: op.inv, Return: op.ret})
-	}
-	if len(cur) > 0 {
-		segs = append(segs, cur)
-	}
-	return segs
-}
-
+// add counts one completion of type t.
 func (c *Counts) add(t history.Type) {
 	switch t {
 	case history.OK:

@@ -51,12 +51,17 @@ func (h *counterHist) pause(p int, from, to int64) {
 	}
 }
 
+// sortByTime puts the events in time order, keeping each process's own order, and numbers them
+// as the Recorder would.
 func sortByTime(evs []history.Event) {
 	// Stable insertion sort: the builders append mostly in order.
 	for i := 1; i < len(evs); i++ {
 		for j := i; j > 0 && evs[j].Time < evs[j-1].Time; j-- {
 			evs[j], evs[j-1] = evs[j-1], evs[j]
 		}
+	}
+	for i := range evs {
+		evs[i].Index = int64(i)
 	}
 }
 

@@ -17,8 +17,19 @@ type Result struct {
 	// Valid is the run's verdict: the lock-level one, combined with the data-level one when the
 	// history has a resource (invalid if either is): true, false, or "unknown" in JSON.
 	Valid Verdict `json:"valid"`
-	// LockValid is the lock-level verdict alone: mutual exclusion, and tokens that only go up.
+	// UnknownReason says, in one sentence, why Valid is unknown and what to do about it (for example
+	// "the run was cut short at 11.2s of 35.0s (interrupted): re-run it without interrupting it");
+	// empty unless Valid is unknown.
+	UnknownReason string `json:"unknown_reason,omitempty"`
+	// Evidence is what the history shows of having exercised the lock; valid needs enough of it.
+	Evidence Evidence `json:"evidence"`
+	// LockValid is the lock-level verdict alone: mutual exclusion, and tokens that only go up. The
+	// evidence does not enter it.
 	LockValid Verdict `json:"lock_valid"`
+	// DecidedBy says which analysis decided the lock-level verdict: "porcupine+sweep" when porcupine
+	// checked every segment and the sweep agreed, or the sweep alone on segments porcupine could not
+	// check ("sweep (1 too long for porcupine)").
+	DecidedBy string `json:"decided_by"`
 	// Resource is the data-level check of a counter-workload history; nil for mutex histories.
 	Resource *ResourceResult `json:"resource,omitempty"`
 	// TokenRegressionCount counts ok acquires whose fencing token was not above that of an acquire of
@@ -129,6 +140,9 @@ type FaultWindow struct {
 type Counts struct {
 	OK   int `json:"ok"`
 	Fail int `json:"fail"`
+	// Held counts the fails of acquires whose reason was that another client held the lock (the lock
+	// working as designed); the other fails are errors (reason error, or none given).
+	Held int `json:"held,omitempty"`
 	Info int `json:"info"`
 	// Pending counts invocations that never completed (the history ended first); they are
 	// indeterminate like info but have no latency.
@@ -147,13 +161,26 @@ type Latency struct {
 	Max   float64 `json:"max_ms"`
 }
 
-// Stats are the run's statistics; they never affect the verdict.
+// Stats are the run's statistics. They never decide between valid and invalid; Evidence, built from
+// some of them, decides whether valid can be said at all.
 type Stats struct {
 	Acquires      Counts            `json:"acquires"`
 	AcquiresByKey map[string]Counts `json:"acquires_by_key"`
 	Releases      Counts            `json:"releases"`
 	// Availability is the share of acquires that completed ok (0 when there were none).
 	Availability float64 `json:"availability"`
+	// Availability as users mean it. HeldShare is the share of the run's time during which someone
+	// held the lock (the union of the holds of a key over the history's span, averaged over the
+	// keys); GrantsPerSecond the holds (ok acquires not expired on arrival) per second of the
+	// span; ErrorShare the share of
+	// completed acquires that failed with an error or timed out (info), leaving out those refused
+	// because another client held the lock.
+	HeldShare       float64 `json:"held_share"`
+	GrantsPerSecond float64 `json:"grants_per_second"`
+	ErrorShare      float64 `json:"error_share"`
+	// ExpiredOnArrival counts ok acquires whose lease had already expired when they completed: they
+	// grant no hold and are not in Holds.
+	ExpiredOnArrival int `json:"expired_on_arrival"`
 	// LatencyOK is the latency of ok acquires; LatencyAll of every completed acquire.
 	LatencyOK  Latency `json:"acquire_latency_ok"`
 	LatencyAll Latency `json:"acquire_latency_all"`
@@ -181,6 +208,14 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, "verdict: %s (valid=%s, %s, checked in %s)\n",
 		verdict, r.Valid.jsonWord(), porc, r.CheckDuration.Round(time.Millisecond))
+	if r.UnknownReason != "" {
+		fmt.Fprintf(&b, "unknown because %s\n", r.UnknownReason)
+	}
+	fmt.Fprintf(&b, "lock level decided by: %s\n", r.DecidedBy)
+	fmt.Fprintf(&b, "evidence (valid needs all of it; invalid needs none):\n")
+	for _, line := range r.Evidence.describe() {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
 	if r.Resource != nil {
 		fmt.Fprintf(&b, "%s\n", r.Verdicts())
 	}
@@ -243,9 +278,14 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "  %s\n", o.Description)
 	}
 	s := r.Stats
-	fmt.Fprintf(&b, "acquires: %d ok, %d fail, %d info, %d pending; availability %.1f%%; %d holds by %d processes over %s\n",
-		s.Acquires.OK, s.Acquires.Fail, s.Acquires.Info, s.Acquires.Pending, 100*s.Availability,
+	fmt.Fprintf(&b, "acquires: %d ok, %d refused because held, %d failed with an error, %d timed out (info), %d pending; %d holds by %d processes over %s",
+		s.Acquires.OK, s.Acquires.Held, s.Acquires.Fail-s.Acquires.Held, s.Acquires.Info, s.Acquires.Pending,
 		s.Holds, s.Processes, FormatTime(s.Duration))
+	if s.ExpiredOnArrival > 0 {
+		fmt.Fprintf(&b, "; %d ok acquires expired on arrival (no hold)", s.ExpiredOnArrival)
+	}
+	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
+		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
 	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info)
 	fmt.Fprintf(&b, "acquire latency ok: p50 %.2fms p90 %.2fms p99 %.2fms max %.2fms; all: p50 %.2fms p99 %.2fms max %.2fms\n",
 		s.LatencyOK.P50, s.LatencyOK.P90, s.LatencyOK.P99, s.LatencyOK.Max, s.LatencyAll.P50, s.LatencyAll.P99, s.LatencyAll.Max)

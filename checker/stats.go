@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -167,4 +168,60 @@ func latency(ns []int64) Latency {
 		return float64(ns[i]) / 1e6
 	}
 	return Latency{Count: len(ns), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: float64(ns[len(ns)-1]) / 1e6}
+}
+
+// addAcquire counts the completion e of an acquire, telling a refusal because the lock was held
+// from a failure.
+func (c *Counts) addAcquire(e *history.Event) {
+	c.add(e.Type)
+	if e.Type == history.Fail && e.Reason == history.ReasonHeld {
+		c.Held++
+	}
+}
+
+// availability fills the availability figures users ask about (step 6): how much of the time the
+// lock was held, how often it was granted, and how often asking for it went wrong. keys are the
+// keys the run was to exercise, span the length of the history.
+func availability(s *Stats, holds []hold, keys []string, end, span int64) {
+	a := s.Acquires
+	if done := a.OK + a.Fail + a.Info; done > 0 {
+		s.ErrorShare = float64(a.Fail-a.Held+a.Info) / float64(done)
+	}
+	if span <= 0 || len(keys) == 0 {
+		return
+	}
+	s.GrantsPerSecond = float64(s.Holds) / (float64(span) / 1e9)
+	byKey := map[string][][2]int64{}
+	for i := range holds {
+		if h := &holds[i]; !h.dead {
+			byKey[h.key] = append(byKey[h.key], [2]int64{h.Start, min(h.End, end)})
+		}
+	}
+	var sum float64
+	for _, k := range keys {
+		sum += float64(unionLength(byKey[k])) / float64(span)
+	}
+	s.HeldShare = sum / float64(len(keys))
+}
+
+// unionLength is the length of the union of intervals (sorted in place).
+func unionLength(ivs [][2]int64) int64 {
+	slices.SortFunc(ivs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var total int64
+	var lo, hi int64
+	for i, iv := range ivs {
+		switch {
+		case i == 0:
+			lo, hi = iv[0], iv[1]
+		case iv[0] > hi:
+			total += hi - lo
+			lo, hi = iv[0], iv[1]
+		default:
+			hi = max(hi, iv[1])
+		}
+	}
+	if len(ivs) > 0 {
+		total += hi - lo
+	}
+	return total
 }

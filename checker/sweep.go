@@ -23,10 +23,14 @@ func overlaps(aStart, aEnd, bStart, bEnd int64) bool {
 	return aStart < bEnd && bStart < aEnd
 }
 
-// keyOrder groups hold ids by key, keys sorted, so every step walks keys in the same order.
+// keyOrder groups hold ids by key, keys sorted, so every step walks keys in the same order. Leases
+// that expired on arrival are no holds and are left out.
 func keyOrder(holds []hold) (keys []string, byKey map[string][]int32) {
 	byKey = make(map[string][]int32)
 	for i := range holds {
+		if holds[i].dead {
+			continue
+		}
 		k := holds[i].key
 		if _, seen := byKey[k]; !seen {
 			keys = append(keys, k)

@@ -14,10 +14,11 @@ type Verdict int8
 
 // The verdicts.
 const (
-	// Unknown means the checker could not decide (it ran out of time, or its two analyses
-	// disagreed); it is never a pass.
+	// Unknown means the checker could not decide (the history shows too little evidence that the
+	// lock was exercised, an analysis ran out of time, or two analyses disagreed); it is never a
+	// pass. Result.UnknownReason says why.
 	Unknown Verdict = iota
-	// Valid means no two holds of one key overlapped.
+	// Valid means no two holds of one key overlapped, and the history shows the lock was exercised.
 	Valid
 	// Invalid means at least two holds of one key certainly overlapped.
 	Invalid

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -107,7 +108,7 @@ type Local struct {
 	byName map[string]*Node
 }
 
-// FindRedisServer resolves the redis-server binary, or returns ErrRedisMissing.
+// FindRedisServer resolves the redis-server binary to an absolute path, or returns ErrRedisMissing.
 func FindRedisServer(path string) (string, error) {
 	if path == "" {
 		path = "redis-server"
@@ -116,7 +117,9 @@ func FindRedisServer(path string) (string, error) {
 	if err != nil {
 		return "", ErrRedisMissing
 	}
-	return p, nil
+	// Absolute, but not through EvalSymlinks: Redis picks its mode from argv[0], and Debian's
+	// redis-server is a symlink to redis-check-rdb.
+	return filepath.Abs(p)
 }
 
 // StartLocal starts every node and waits until each answers PING. On error, nothing is left running.
@@ -130,6 +133,17 @@ func StartLocal(ctx context.Context, cfg Config) (*Local, error) {
 	bin, err := FindRedisServer(cfg.RedisServer)
 	if err != nil {
 		return nil, err
+	}
+	// Every path a node sees is absolute: a node runs with its own directory as working directory,
+	// so a relative path would be read from the wrong place (or refused: redis-server cannot chdir
+	// into "store/run/nodes/n1" from inside that very directory).
+	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("node directory: %w", err)
+	}
+	if cfg.ClockShim != "" {
+		if cfg.ClockShim, err = filepath.Abs(cfg.ClockShim); err != nil {
+			return nil, fmt.Errorf("clock shim: %w", err)
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -225,7 +239,7 @@ func (c *Local) args(n *Node) []string {
 		"--port", strconv.Itoa(n.Port),
 		"--bind", "127.0.0.1",
 		"--dir", n.Dir,
-		"--logfile", "redis.log",
+		"--logfile", n.logFile(),
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--save", "",
@@ -268,6 +282,8 @@ func (c *Local) start(ctx context.Context, n *Node) error {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
+	// Where this start's output begins in each log, so a failed start is reported with its own lines.
+	marks := n.logMarks()
 	if err := cmd.Start(); err != nil {
 		out.Close()
 		c.mu.Unlock()
@@ -284,14 +300,14 @@ func (c *Local) start(ctx context.Context, n *Node) error {
 		close(exited)
 	}()
 	c.log.Debug("node started", "node", n.Name, "port", n.Port, "pid", cmd.Process.Pid)
-	if err := waitReady(ctx, n, exited); err != nil {
+	if err := waitReady(ctx, n, exited, marks); err != nil {
 		c.Kill(n.Name)
 		return err
 	}
 	return nil
 }
 
-func waitReady(ctx context.Context, n *Node, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, n *Node, exited <-chan struct{}, marks []logMark) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(ctx, n.Addr())
@@ -300,8 +316,7 @@ func waitReady(ctx context.Context, n *Node, exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(n.Dir, "redis.log"))
-			return fmt.Errorf("node %s exited during start-up (is port %d in use? see %s): %s", n.Name, n.Port, filepath.Join(n.Dir, "redis.log"), lastLine(log))
+			return fmt.Errorf("node %s (port %d) exited during start-up: %s", n.Name, n.Port, startOutput(marks))
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: %w", n.Name, ctx.Err())
 		case <-time.After(2 * time.Millisecond):
@@ -322,17 +337,60 @@ func ping(ctx context.Context, addr string) error {
 	return rc.Ping(pctx).Err()
 }
 
-func lastLine(b []byte) string {
-	s := string(b)
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
+// logMark is a node log and its size before a start: what follows is that start's output.
+type logMark struct {
+	path string
+	size int64
+}
+
+func (n *Node) logFile() string { return filepath.Join(n.Dir, "redis.log") }
+
+// logMarks marks the node's two logs: stdout.log takes what redis-server prints before it opens its
+// log file (a bad argument, a directory it cannot enter), redis.log the rest (a port in use).
+func (n *Node) logMarks() []logMark {
+	var marks []logMark
+	for _, p := range []string{filepath.Join(n.Dir, "stdout.log"), n.logFile()} {
+		var size int64
+		if st, err := os.Stat(p); err == nil {
+			size = st.Size()
+		}
+		marks = append(marks, logMark{path: p, size: size})
 	}
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '\n' {
-			return s[i+1:]
+	return marks
+}
+
+// startLines bounds how much of a failed start's output an error quotes.
+const startLines = 3
+
+// startOutput quotes the last lines a failed start wrote to the node's logs, and names the files.
+func startOutput(marks []logMark) string {
+	var parts, files []string
+	for _, m := range marks {
+		files = append(files, m.path)
+		b, err := os.ReadFile(m.path)
+		if err != nil || int64(len(b)) <= m.size {
+			continue
+		}
+		if lines := lastLines(string(b[m.size:]), startLines); lines != "" {
+			parts = append(parts, lines)
 		}
 	}
-	return s
+	if len(parts) == 0 {
+		return "it wrote nothing (see " + strings.Join(files, ", ") + ")"
+	}
+	return strings.Join(parts, " | ") + " (see " + strings.Join(files, ", ") + ")"
+}
+
+// lastLines returns the last n non-empty lines of s, joined by " | " so an error stays one line.
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	lines = lines[max(0, len(lines)-n):]
+	return strings.Join(lines, " | ")
 }
 
 // Start restarts a stopped node and waits until it is ready. With PersistNone it comes back empty.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,4 +165,50 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(b))
 	return len(fields) > 2 && fields[2] != "Z"
+}
+
+// A relative directory, as the default --store gives, still starts every node: the paths a node
+// sees are absolute.
+func TestRelativeDirStartsNodes(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c, err := StartLocal(context.Background(), Config{Nodes: 2, Dir: filepath.Join("store", "run", "nodes"), Persistence: PersistAOFAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range c.Nodes() {
+		if !filepath.IsAbs(n.Dir) {
+			t.Errorf("node %s has the relative directory %s", n.Name, n.Dir)
+		}
+		if err := client(t, n).Set(context.Background(), "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"redis.log", "appendonlydir"} {
+			if _, err := os.Stat(filepath.Join("store", "run", "nodes", n.Name, f)); err != nil {
+				t.Errorf("node %s: %v", n.Name, err)
+			}
+		}
+	}
+}
+
+// A node that fails to start is reported with the lines it wrote itself, not a guess.
+func TestFailedStartQuotesTheNodesOwnOutput(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "redis-server")
+	script := "#!/bin/sh\necho 'starting'\necho '*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***' >&2\necho \"Can't chdir to 'somewhere': No such file or directory\" >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := StartLocal(context.Background(), Config{Nodes: 1, Dir: t.TempDir(), RedisServer: bin})
+	if err == nil {
+		t.Fatal("a node that exits at once started")
+	}
+	msg := err.Error()
+	for _, want := range []string{"Can't chdir to 'somewhere'", "FATAL CONFIG FILE ERROR", "stdout.log"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not quote %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "in use") || strings.Contains(msg, "\n") {
+		t.Errorf("error %q guesses at the port or is not one line", msg)
+	}
 }

@@ -6,6 +6,8 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -47,24 +50,40 @@ type Config struct {
 	Workload string `json:"workload"`
 	// Guard is how the counter's resource checks writes: none, fencing or check-and-set.
 	Guard string `json:"guard,omitempty"`
-	// Nodes is the cluster size; zero means 5 for redlock and 1 for single.
-	Nodes        int      `json:"nodes"`
-	Persistence  string   `json:"persistence"`
-	Clients      int      `json:"clients"`
-	ClientGroups int      `json:"client_groups"`
-	Keys         int      `json:"keys"`
-	TTL          Duration `json:"ttl"`
-	TimeLimit    Duration `json:"time_limit"`
+	// System is the system the lock runs on (systems.Names); empty means the one the lock needs
+	// (locks.NeedsOf), and another is refused.
+	System string `json:"system"`
+	// Nodes is the number of masters of redis-masters; zero means 5 for redlock and 1 for single and
+	// fenced. Single and fenced take exactly one node; redlock an odd number of at least 3, unless
+	// AllowEvenNodes. It stays zero on other systems.
+	Nodes int `json:"nodes,omitempty"`
+	// Replicas and Sentinels size redis-sentinel (one primary, Replicas replicas, Sentinels
+	// sentinels with a majority quorum); zero means 2 and 3. They stay zero on other systems.
+	Replicas  int `json:"replicas,omitempty"`
+	Sentinels int `json:"sentinels,omitempty"`
+	// AllowEvenNodes lets redlock run on an even number of nodes (2, 4, ...), which adds a node
+	// without adding a failure the quorum survives; a user who wants it says so.
+	AllowEvenNodes bool     `json:"allow_even_nodes,omitempty"`
+	Persistence    string   `json:"persistence"`
+	Clients        int      `json:"clients"`
+	ClientGroups   int      `json:"client_groups"`
+	Keys           int      `json:"keys"`
+	TTL            Duration `json:"ttl"`
+	TimeLimit      Duration `json:"time_limit"`
 	// Recovery is the fault-free phase after the final heal.
 	Recovery Duration `json:"recovery"`
 	// Interval is the mean time between faults.
 	Interval Duration `json:"interval"`
 	// RestartDelay is how long restart-delayed keeps a node down; zero means TTL plus half a TTL.
 	RestartDelay Duration `json:"restart_delay"`
-	// NodeTimeout bounds each lock request to one node; zero means TTL/20 within [5ms, 500ms].
+	// NodeTimeout bounds each lock request to one node; zero means DefaultNodeTimeout(TTL).
 	NodeTimeout Duration `json:"node_timeout"`
-	// HoldMax bounds how long a process holds a lease; zero means TTL/4.
-	HoldMax      Duration `json:"hold_max"`
+	// HoldMax bounds how long a process of the mutex workload holds a lease; zero means TTL/4. Holds
+	// are not cut at the lease's deadline: a HoldMax past the validity makes processes overrun.
+	HoldMax Duration `json:"hold_max,omitempty"`
+	// ThinkMax bounds the pause a process takes between its operations; zero means
+	// DefaultThinkMax(Clients, Keys, TTL).
+	ThinkMax     Duration `json:"think_max"`
 	CheckTimeout Duration `json:"check_timeout"`
 	Seed         uint64   `json:"seed"`
 	Store        string   `json:"store"`
@@ -110,8 +129,8 @@ func (c *Config) Resolve() error {
 	if c.TimeLimit <= c.TTL {
 		return fmt.Errorf("--time-limit %v is not longer than --ttl %v: give the run more than one TTL (for example --time-limit 30s)", time.Duration(c.TimeLimit), time.Duration(c.TTL))
 	}
-	if c.Clients < 1 {
-		return fmt.Errorf("--clients must be at least 1, got %d", c.Clients)
+	if c.Clients < 1 || c.Clients > MaxClients {
+		return fmt.Errorf("--clients must lie between 1 and %d, got %d: %s", MaxClients, c.Clients, maxClientsWhy)
 	}
 	if c.Keys < 1 {
 		return fmt.Errorf("--keys must be at least 1, got %d", c.Keys)
@@ -122,14 +141,8 @@ func (c *Config) Resolve() error {
 	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
-	if c.Nodes == 0 {
-		c.Nodes = 5
-		if c.Lock == "single" || c.Lock == "fenced" {
-			c.Nodes = 1
-		}
-	}
-	if c.Nodes < 1 || c.Nodes > 99 {
-		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
+	if err := c.resolveSystem(); err != nil {
+		return err
 	}
 	if c.Recovery < 0 {
 		return fmt.Errorf("--recovery must not be negative, got %v", time.Duration(c.Recovery))
@@ -147,31 +160,22 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("--restart-delay must be positive, got %v", time.Duration(c.RestartDelay))
 	}
 	if c.NodeTimeout == 0 {
-		c.NodeTimeout = min(max(c.TTL/20, Duration(5*time.Millisecond)), Duration(500*time.Millisecond))
+		c.NodeTimeout = Duration(DefaultNodeTimeout(time.Duration(c.TTL)))
 	}
 	if c.NodeTimeout < 0 || c.NodeTimeout >= c.TTL {
 		return fmt.Errorf("--node-timeout %v must be positive and well below --ttl %v", time.Duration(c.NodeTimeout), time.Duration(c.TTL))
 	}
-	if c.HoldMax == 0 {
-		c.HoldMax = c.TTL / 4
-	}
-	if c.HoldMax < 0 {
-		return fmt.Errorf("--hold-max must not be negative, got %v", time.Duration(c.HoldMax))
+	if err := c.resolveHold(); err != nil {
+		return err
 	}
 	if c.CheckTimeout == 0 {
 		c.CheckTimeout = Duration(2 * time.Minute)
 	}
-	if c.Store == "" {
-		c.Store = "store"
+	if c.CheckTimeout < 0 {
+		return fmt.Errorf("--check-timeout must be positive, got %v", time.Duration(c.CheckTimeout))
 	}
-	if c.Name == "" {
-		c.Name = c.Lock + "-" + nemesis.Slug(c.Nemesis)
-		if c.Persistence != string(clusters.PersistNone) {
-			c.Name += "-" + c.Persistence
-		}
-		if c.Workload == "counter" {
-			c.Name += "-counter-" + c.Guard
-		}
+	if err := c.resolvePlaces(); err != nil {
+		return err
 	}
 	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
 	// run before any node starts.
@@ -181,6 +185,194 @@ func (c *Config) Resolve() error {
 		}
 	}
 	return nil
+}
+
+// MaxClients is the most client processes a run may have. Each is a goroutine with a connection to
+// every node through an in-process proxy (two more sockets per connection), so 1000 clients of a
+// five-node Redlock hold some 15,000 sockets and keep both cores of a small machine busy with the
+// harness's own work: past that the outcome measures the harness, not the lock.
+const MaxClients = 1000
+
+const maxClientsWhy = "each client holds a proxied connection to every node, and past 1000 the harness's own CPU and sockets, not the lock, decide the outcome"
+
+// DefaultNodeTimeout is the node timeout of a run that sets none: TTL/4 within [50ms, 2s]. The
+// Redlock paper asks for a timeout small beside the TTL (a node that is down must not eat the
+// validity); on a loaded machine a request through the harness's proxies can wait tens of
+// milliseconds for a core, and a timeout shorter than that turns every slow reply into an unknown
+// outcome. A quarter of the TTL leaves three quarters of validity to a lease granted at the timeout.
+func DefaultNodeTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, 50*time.Millisecond), 2*time.Second)
+}
+
+// DefaultThinkMax is the think time of a run that sets none: the pause a process takes after each
+// operation (and before its first) is drawn from [0, ThinkMax]. It grows with the number of
+// processes per key, 20ms for each, so that the load stays the same as clients are added: a key
+// sees about 100 attempts a second from its contenders together, whatever their number, which keeps
+// it busy (a released key is asked for again within milliseconds) without making the harness the
+// bottleneck. It never exceeds the TTL, so every process keeps asking several times per lease.
+//
+// Measured on a loaded 2-core machine, 100 clients on 10 keys: with 20ms for everyone (the old
+// default), single made 6,000 attempts a second and Redlock through its proxies collapsed (every
+// acquire timed out); with this default both stay under 1% unknown outcomes.
+func DefaultThinkMax(clients, keys int, ttl time.Duration) time.Duration {
+	perKey := (clients + keys - 1) / keys
+	return min(max(20*time.Millisecond, time.Duration(perKey)*20*time.Millisecond), max(ttl, 20*time.Millisecond))
+}
+
+// resolveSystem sets the system the lock needs and checks its size: the flags of one system are
+// refused on another, never ignored.
+func (c *Config) resolveSystem() error {
+	needs, err := locks.NeedsOf(c.Lock)
+	if err != nil {
+		return fmt.Errorf("--lock: %w", err)
+	}
+	if c.System == "" {
+		c.System = needs.System
+	}
+	if err := systems.Validate(c.System); err != nil {
+		return fmt.Errorf("--system: %w", err)
+	}
+	if c.System != needs.System {
+		return fmt.Errorf("--system %s: --lock %s runs on %s: drop --system", c.System, c.Lock, needs.System)
+	}
+	switch c.System {
+	case "redis-masters":
+		if c.Replicas != 0 || c.Sentinels != 0 {
+			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on redis-masters: drop them (or use --nodes)", c.Lock)
+		}
+		return c.resolveNodes(needs.Nodes)
+	case "redis-sentinel":
+		if c.Nodes != 0 {
+			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
+		}
+		if c.Replicas < 0 || c.Sentinels < 0 {
+			return fmt.Errorf("--replicas and --sentinels must be at least 1, got %d and %d", c.Replicas, c.Sentinels)
+		}
+		if c.Replicas == 0 {
+			c.Replicas = 2
+		}
+		if c.Sentinels == 0 {
+			c.Sentinels = 3
+		}
+		if _, err := systems.Layout(c.System, c.systemConfig("", "", nil)); err != nil {
+			return fmt.Errorf("--replicas %d --sentinels %d: %w", c.Replicas, c.Sentinels, err)
+		}
+	}
+	return nil
+}
+
+// systemConfig is the configuration of the run's system, its nodes under dir.
+func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config {
+	return systems.Config{
+		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
+		BasePort: c.BasePort, ClockShim: shim, Logger: log,
+		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
+	}
+}
+
+// layout lists the nodes the run's system will have, with their first roles.
+func (c *Config) layout() []systems.Node {
+	nodes, _ := systems.Layout(c.System, c.systemConfig("", "", nil))
+	return nodes
+}
+
+// resolveNodes checks the node count of redis-masters against the lock: single and fenced use one
+// node, Redlock a majority of an odd count (def is the lock's default).
+func (c *Config) resolveNodes(def int) error {
+	one := def == 1
+	if c.Nodes < 0 {
+		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
+	}
+	if c.Nodes == 0 {
+		c.Nodes = def
+	}
+	switch {
+	case c.Nodes > 99:
+		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
+	case one && c.Nodes != 1:
+		return fmt.Errorf("--lock %s uses one node, got --nodes %d: drop --nodes (or use --lock redlock for several nodes)", c.Lock, c.Nodes)
+	case c.Lock != "redlock":
+	case c.Nodes == 1:
+		return fmt.Errorf("--lock redlock needs at least 3 nodes, got --nodes 1: use --nodes 3 or 5 (Redlock over one node is --lock single)")
+	case c.Nodes%2 == 0 && !c.AllowEvenNodes:
+		use := fmt.Sprintf("--nodes %d or %d", c.Nodes-1, c.Nodes+1)
+		if c.Nodes == 2 {
+			use = "--nodes 3"
+		}
+		return fmt.Errorf("--lock redlock takes an odd number of nodes, got --nodes %d: use %s (an even count survives no more failures than one node fewer), or add --allow-even-nodes", c.Nodes, use)
+	}
+	return nil
+}
+
+// resolveHold sets the mutex workload's hold and think times. The counter workload holds a lease
+// for one read and one write, so a hold time given to it would be ignored: it is refused.
+func (c *Config) resolveHold() error {
+	if c.HoldMax < 0 {
+		return fmt.Errorf("--hold-max must not be negative, got %v", time.Duration(c.HoldMax))
+	}
+	if c.ThinkMax < 0 {
+		return fmt.Errorf("--think-max must not be negative, got %v", time.Duration(c.ThinkMax))
+	}
+	if c.ThinkMax == 0 {
+		c.ThinkMax = Duration(DefaultThinkMax(c.Clients, c.Keys, time.Duration(c.TTL)))
+	}
+	if c.Workload != "mutex" {
+		if c.HoldMax != 0 {
+			return fmt.Errorf("--hold-max applies to the mutex workload; the %s workload holds a lease for one read and one write: drop --hold-max", c.Workload)
+		}
+		return nil
+	}
+	if c.HoldMax == 0 {
+		c.HoldMax = c.TTL / 4
+	}
+	return nil
+}
+
+// resolvePlaces makes the store absolute (a node runs in its own directory, so a relative path
+// would mean something else to it) and checks or derives the run's name.
+func (c *Config) resolvePlaces() error {
+	if c.Store == "" {
+		c.Store = "store"
+	}
+	store, err := filepath.Abs(c.Store)
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", c.Store, err)
+	}
+	c.Store = store
+	if c.Name != "" {
+		return CheckName(c.Name)
+	}
+	name := c.Lock + "-" + nemesis.Slug(c.Nemesis)
+	if c.Persistence != string(clusters.PersistNone) {
+		name += "-" + c.Persistence
+	}
+	if c.Workload == "counter" {
+		name += "-counter-" + c.Guard
+	}
+	c.Name = strings.Map(func(r rune) rune {
+		if nameChar(r) {
+			return r
+		}
+		return '-'
+	}, name)
+	return nil
+}
+
+// CheckName checks a run name: a plain name of letters, digits, '.', '_', '+' and '-', not
+// starting with a dot, and not one of the store's own entries (latest, matrix). It becomes a
+// directory of the store, so anything else could write outside it or break store/latest.
+func CheckName(name string) error {
+	if name == "" || strings.HasPrefix(name, ".") || strings.IndexFunc(name, func(r rune) bool { return !nameChar(r) }) >= 0 {
+		return fmt.Errorf("--name %q is not a plain name: use letters, digits, '.', '_', '+' and '-', not starting with a dot (for example --name redlock-restart-1)", name)
+	}
+	if name == "latest" || name == "matrix" {
+		return fmt.Errorf("--name %s is taken by the store itself (store/%s): choose another name", name, name)
+	}
+	return nil
+}
+
+func nameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-", r)
 }
 
 // NeedsClocks reports whether some nemesis moves node clocks, so the nodes need the clock shim.
@@ -194,11 +386,14 @@ func (c *Config) Specs() []nemesis.Spec {
 	return specs
 }
 
-// NodeNames are the names of the lock cluster's nodes.
+// NodeNames are the names of the nodes that store the lock's data (not the sentinels): the nodes
+// count targets draw from.
 func (c *Config) NodeNames() []string {
-	names := make([]string, c.Nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i+1)
+	var names []string
+	for _, n := range c.layout() {
+		if n.Data {
+			names = append(names, n.Name)
+		}
 	}
 	return names
 }
@@ -222,13 +417,17 @@ func (c *Config) KeyNames() []string {
 }
 
 // nemesisEnv is the part of the nemesis environment the configuration decides; the run adds the
-// cluster, links and admin connections.
+// system's backend, links and roles and the lock's probe.
 func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	var e nemesis.Env
 	if env != nil {
 		e = *env
 	}
 	e.Nodes, e.Groups, e.Keys = c.NodeNames(), c.GroupNames(), c.KeyNames()
+	if e.Roles == nil {
+		// Before the system runs, role targets are checked against the roles it starts with.
+		e.Roles = systems.StaticRoles(c.layout())
+	}
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
 	return e

@@ -46,6 +46,21 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"missing redis-server", func(c *Config) { c.RedisServer = "/nonexistent/redis-server" }, "apt-get install redis-server"},
 		{"bad clock parameter", func(c *Config) { c.Nemesis = "clock:jump=sideways" }, "jump=sideways"},
 		{"missing clock shim", func(c *Config) { c.Nemesis = "clock"; c.ClockShim = "/nonexistent/libclockshim.so" }, "--nemesis clock: clock shim"},
+		{"negative nodes", func(c *Config) { c.Nodes = -1 }, "--nodes must be at least 1"},
+		{"single on three nodes", func(c *Config) { c.Nodes = 3 }, "--lock single uses one node, got --nodes 3"},
+		{"fenced on two nodes", func(c *Config) { c.Lock, c.Nodes = "fenced", 2 }, "--lock fenced uses one node"},
+		{"redlock on four nodes", func(c *Config) { c.Lock, c.Nodes = "redlock", 4 }, "--allow-even-nodes"},
+		{"redlock on two nodes", func(c *Config) { c.Lock, c.Nodes = "redlock", 2 }, "got --nodes 2: use --nodes 3 (an even"},
+		{"redlock on one node", func(c *Config) { c.Lock, c.Nodes = "redlock", 1 }, "--lock single"},
+		{"negative interval", func(c *Config) { c.Interval = -1 }, "--interval must be positive"},
+		{"negative check timeout", func(c *Config) { c.CheckTimeout = Duration(-time.Second) }, "--check-timeout must be positive"},
+		{"too many clients", func(c *Config) { c.Clients = MaxClients + 1 }, "--clients must lie between 1 and 1000, got 1001"},
+		{"hold-max on counter", func(c *Config) { c.Workload, c.HoldMax = "counter", Duration(time.Second) }, "--hold-max applies to the mutex workload"},
+		{"name escaping the store", func(c *Config) { c.Name = "../x" }, "--name \"../x\" is not a plain name"},
+		{"name with a slash", func(c *Config) { c.Name = "a/b" }, "is not a plain name"},
+		{"hidden name", func(c *Config) { c.Name = ".x" }, "not starting with a dot"},
+		{"name latest", func(c *Config) { c.Name = "latest" }, "--name latest is taken by the store itself"},
+		{"name matrix", func(c *Config) { c.Name = "matrix" }, "--name matrix is taken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,8 +86,20 @@ func TestResolveDefaults(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Nodes != 5 || cfg.RestartDelay != Duration(3*time.Second) || cfg.NodeTimeout != Duration(100*time.Millisecond) || cfg.HoldMax != Duration(500*time.Millisecond) {
+	if cfg.Nodes != 5 || cfg.RestartDelay != Duration(3*time.Second) || cfg.NodeTimeout != Duration(500*time.Millisecond) || cfg.HoldMax != Duration(500*time.Millisecond) || cfg.ThinkMax != Duration(200*time.Millisecond) {
 		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+	if !filepath.IsAbs(cfg.Store) || CheckName(cfg.Name) != nil {
+		t.Fatalf("store %q not absolute or name %q not plain", cfg.Store, cfg.Name)
+	}
+	// Resolving twice changes nothing: the CLI, scenario files and Run each resolve.
+	again := cfg
+	if err := again.Resolve(); err != nil || again.Name != cfg.Name || again.ThinkMax != cfg.ThinkMax || again.Store != cfg.Store {
+		t.Fatalf("a second Resolve changed the config: %+v, %v", again, err)
+	}
+	even := Config{Lock: "redlock", Nodes: 4, AllowEvenNodes: true, Clients: 1, Keys: 1, TTL: Duration(time.Second), TimeLimit: Duration(2 * time.Second)}
+	if err := even.Resolve(); err != nil {
+		t.Fatalf("redlock on 4 nodes with AllowEvenNodes: %v", err)
 	}
 	single := Config{Lock: "single", Nemesis: "none", Clients: 1, Keys: 1, TTL: Duration(time.Second), TimeLimit: Duration(2 * time.Second)}
 	if err := single.Resolve(); err != nil || single.Nodes != 1 {
@@ -88,6 +115,25 @@ func TestOnlyClockNemesesNeedTheShim(t *testing.T) {
 		}
 		if got := cfg.NeedsClocks(); got != want {
 			t.Errorf("%s: NeedsClocks %v, want %v", spec, got, want)
+		}
+	}
+}
+
+// The think time keeps a key's load about constant as clients are added, within [20ms, TTL].
+func TestDefaultThinkMax(t *testing.T) {
+	cases := []struct {
+		clients, keys int
+		ttl, want     time.Duration
+	}{
+		{1, 1, 2 * time.Second, 20 * time.Millisecond},
+		{10, 1, 2 * time.Second, 200 * time.Millisecond},
+		{100, 10, 2 * time.Second, 200 * time.Millisecond},
+		{1000, 1, 2 * time.Second, 2 * time.Second},
+		{5, 10, 2 * time.Second, 20 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := DefaultThinkMax(c.clients, c.keys, c.ttl); got != c.want {
+			t.Errorf("DefaultThinkMax(%d, %d, %v) = %v, want %v", c.clients, c.keys, c.ttl, got, c.want)
 		}
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +20,6 @@ import (
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
-	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
@@ -40,28 +39,37 @@ type Outcome struct {
 	Dir         string
 	Result      *checker.Result
 	Interrupted bool
-	// Errors are problems of the run itself, beside the verdict (a fault that could not be applied).
+	// Stopped says how much of its plan a run cut short had run ("interrupted at 12.3s of 35s");
+	// empty when the whole plan ran.
+	Stopped string
+	// Errors are problems of the run itself (a fault that could not be applied), beside the verdict.
 	Errors []string
+	// Warnings are signs the run measured the harness more than the lock (an overloaded machine).
+	Warnings []string
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
-// finish their operations, and the history recorded so far is checked and stored. progress, if not
-// nil, receives a live status line.
+// finish their operations, the run's completion is recorded as cut short, and the history recorded
+// so far is checked and stored. A history write that fails (a full disk) stops the run the same way
+// and returns an error: a history with a hole cannot be judged. progress, if not nil, receives a
+// live status line. store/latest moves to the run only once it has a verdict.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) {
+	return execute(ctx, cfg, progress, hooks{})
+}
+
+// hooks let tests reach places a real run cannot be steered to.
+type hooks struct {
+	// historyPath replaces the run's history file (a test aims it at /dev/full).
+	historyPath string
+}
+
+func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Outcome, error) {
 	if err := cfg.Resolve(); err != nil {
 		return nil, &StartError{err}
 	}
-	if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+	shim, err := findBinaries(ctx, cfg)
+	if err != nil {
 		return nil, &StartError{err}
-	}
-	// The clock shim is loaded only when a nemesis moves clocks: other runs use the nodes unmodified,
-	// so nothing of the shim (a system call per clock read) can colour their results.
-	var shim string
-	if cfg.NeedsClocks() {
-		var err error
-		if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
-			return nil, &StartError{fmt.Errorf("--nemesis clock: %w", err)}
-		}
 	}
 	dir, err := results.NewRunDir(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
@@ -76,194 +84,198 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
 	}
-	// The cluster: nodes, then one link per client group and node, then admin clients that bypass
-	// the links for the harness's own use.
-	cluster, err := clusters.StartLocal(ctx, clusters.Config{
-		Nodes: cfg.Nodes, Dir: filepath.Join(dir, results.NodesDir), BasePort: cfg.BasePort,
-		Persistence: clusters.Persistence(cfg.Persistence), RedisServer: cfg.RedisServer, Logger: log,
-		ClockShim: shim,
-	})
-	if err != nil {
-		return nil, &StartError{fmt.Errorf("start cluster: %w", err)}
-	}
-	defer cluster.Close()
-	nodes := cluster.Nodes()
-	names := make([]string, len(nodes))
-	admin := make(map[string]*redis.Client, len(nodes))
-	probeNodes := make([]systems.Node, len(nodes))
-	own := systems.RedisNodes{}
-	for i, n := range nodes {
-		names[i] = n.Name
-		admin[n.Name] = n.Admin()
-		defer admin[n.Name].Close()
-		probeNodes[i] = systems.Node{Name: n.Name, Role: systems.RoleMaster, Addr: n.Addr(), Data: true}
-		own[n.Name] = n.Addr()
-	}
-	probe, err := locks.NewProbe(cfg.Lock, probeNodes)
+	sys, err := startSystem(ctx, cfg, dir, shim, log)
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	defer probe.Close()
-	// The counter workload's resource: a node of its own, outside the lock's cluster, its links and
-	// its faults; clients reach it directly.
-	var store *resource.Store
-	var resNode *clusters.Node
-	if cfg.Workload == "counter" {
-		res, err := clusters.StartLocal(ctx, clusters.Config{
-			Nodes: 1, NamePrefix: "r", Dir: filepath.Join(dir, results.NodesDir),
-			Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
-		})
-		if err != nil {
-			return nil, &StartError{fmt.Errorf("start resource node: %w", err)}
-		}
-		defer res.Close()
-		resNode = res.Nodes()[0]
-		store, err = resource.Open(resNode.Addr(), resource.Guard(cfg.Guard), cfg.Clients)
-		if err != nil {
-			return nil, &StartError{err}
-		}
-		defer store.Close()
+	defer sys.close()
+	nems, schedule, err := buildNemeses(cfg, sys, log)
+	if err != nil {
+		return nil, &StartError{err}
 	}
-	linkSet := links.New()
-	defer linkSet.Close()
-	groups := cfg.GroupNames()
-	for g := range groups {
-		for _, n := range nodes {
-			if _, err := linkSet.Add(groups[g], n.Name, n.Addr()); err != nil {
-				return nil, &StartError{err}
-			}
-		}
+	if err := results.WriteJSON(dir, results.ScheduleFile, schedule); err != nil {
+		return nil, &StartError{err}
 	}
+	histPath := filepath.Join(dir, history.FileName)
+	if hk.historyPath != "" {
+		histPath = hk.historyPath
+	}
+	log.Info("run started", "dir", dir, "lock", cfg.Lock, "system", cfg.System, "nemesis", cfg.Nemesis, "seed", cfg.Seed)
+	out, err := drive(ctx, cfg, sys, nems, schedule, histPath, progress, log)
+	if err != nil {
+		log.Error("run failed", "err", err)
+		return nil, fmt.Errorf("run in %s: %w", dir, err)
+	}
+	out.Dir = dir
+	out.Errors = append(out.Errors, sys.answering(ctx)...)
+	// The system is stopped before the check, so the checker has the machine to itself.
+	sys.close()
+	log.Info("run finished; checking", "stopped", out.Stopped)
+	info := results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings}
+	if out.Result, err = Check(dir, time.Duration(cfg.CheckTimeout), info); err != nil {
+		return nil, err
+	}
+	if err := results.LinkLatest(cfg.Store, dir); err != nil {
+		log.Warn("cannot link latest", "err", err)
+	}
+	return out, nil
+}
 
-	nemEnv := cfg.nemesisEnv(&nemesis.Env{Links: linkSet, Probe: probe, Writes: own, Log: log})
-	nemEnv.Cluster = cluster
-	var pauses *workloads.Pauses
-	if store != nil {
-		pauses = workloads.NewPauses()
-		nemEnv.Clients = pauses
+// findBinaries checks that redis-server is there and finds the clock shim when a nemesis needs it.
+// Only runs that move clocks load the shim: other runs use the nodes unmodified, so nothing of it
+// (a system call per clock read) can colour their results.
+func findBinaries(ctx context.Context, cfg Config) (shim string, err error) {
+	if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+		return "", err
 	}
-	if clocks, ok := any(cluster).(nemesis.Clocks); ok && cluster.ClockShim() {
-		nemEnv.Clocks = clocks
+	if !cfg.NeedsClocks() {
+		return "", nil
+	}
+	if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
+		return "", fmt.Errorf("--nemesis clock: %w", err)
+	}
+	return shim, nil
+}
+
+// buildNemeses builds each nemesis over the running system and draws its schedule from the seed.
+func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
+	backend := sys.sut.Backend()
+	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
+	if sys.pauses != nil {
+		env.Clients = sys.pauses
+	}
+	if backend.ClockShim() {
+		env.Clocks = backend
 	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
 	for _, spec := range cfg.Specs() {
-		n, err := nemesis.Build(spec, nemEnv)
+		n, err := nemesis.Build(spec, env)
 		if err != nil {
-			return nil, &StartError{fmt.Errorf("--nemesis: %w", err)}
+			return nil, nil, fmt.Errorf("--nemesis: %w", err)
 		}
 		plan := n.Plan(nemesis.Seed(cfg.Seed, spec.Name), time.Duration(cfg.TimeLimit))
 		nems = append(nems, n)
 		schedule = append(schedule, Schedule{Nemesis: spec.String(), Ops: plan})
 	}
-	if err := results.WriteJSON(dir, results.ScheduleFile, schedule); err != nil {
-		return nil, &StartError{err}
-	}
+	return nems, schedule, nil
+}
 
-	// store/latest moves only to a run that started: a failed start leaves it on the last real run.
-	if err := results.LinkLatest(cfg.Store, dir); err != nil {
-		log.Warn("cannot link latest", "err", err)
-	}
-	status := newStatus()
+// drive records the run: the run's invoke with its plan, the processes and nemeses through their
+// phases, and the run's completion. Phases: faults until the time limit, then the nemeses heal,
+// then the processes go on without faults for the recovery phase. An interrupt or a failed history
+// write cuts every phase short but never skips the heal.
+func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, histPath string, progress io.Writer, log *slog.Logger) (*Outcome, error) {
+	st := newStatus()
 	start := time.Now()
-	rec, err := history.Create(filepath.Join(dir, history.FileName), start, status.observe)
+	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
+	rec, err := history.Create(histPath, start, st.observe)
 	if err != nil {
-		return nil, &StartError{err}
+		return nil, err
 	}
-	log.Info("run started", "dir", dir, "lock", cfg.Lock, "nemesis", cfg.Nemesis, "seed", cfg.Seed, "nodes", cfg.Nodes)
-	if shim != "" {
-		log.Info("nodes run with the clock shim", "shim", shim)
-	}
+	defer rec.Close()
+	rec.Record(history.Event{Type: history.Invoke, Process: history.HarnessProcess, F: history.FRun, Plan: cfg.plan()})
+	stopRoles := sys.recordRoles(rec, log)
 
-	lockOpts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
-	env := workloads.Env{
-		Recorder: rec,
-		NewLocker: func(process int) (locks.Locker, error) {
-			group := groups[(process%cfg.Clients)%len(groups)]
-			eps := make([]locks.Endpoint, len(names))
-			for i, n := range names {
-				l, err := linkSet.Get(group, n)
-				if err != nil {
-					return nil, err
-				}
-				eps[i] = locks.Endpoint{Node: n, Addr: l.Addr}
-			}
-			return locks.New(cfg.Lock, eps, lockOpts)
-		},
-	}
-	var workload interface {
-		Run(context.Context, workloads.Env) error
-	} = workloads.Mutex{
-		Clients: cfg.Clients, Keys: cfg.Keys, TTL: time.Duration(cfg.TTL),
-		HoldMax: time.Duration(cfg.HoldMax), Seed: cfg.Seed,
-	}
-	if store != nil {
-		workload = workloads.Counter{
-			Clients: cfg.Clients, Keys: cfg.Keys, TTL: time.Duration(cfg.TTL), Seed: cfg.Seed,
-			Store: store, Pauses: pauses,
+	// The run's own context ends at an interrupt or at the first failed history write; cutAt is when.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	go func() {
+		select {
+		case <-rec.Failed():
+			cancelRun(rec.Err())
+		case <-runCtx.Done():
 		}
-	}
+	}()
+	var cutAt atomic.Int64
+	cutAt.Store(-1)
+	unwatch := context.AfterFunc(runCtx, func() { cutAt.Store(int64(time.Since(start))) })
 
-	// Phases: faults until the time limit, then the nemesis heals, then the processes go on without
-	// faults for the recovery phase. An interrupt cuts every phase short but never skips the heal.
-	faultCtx, cancelFaults := context.WithDeadline(ctx, start.Add(time.Duration(cfg.TimeLimit)))
+	faultCtx, cancelFaults := context.WithDeadline(runCtx, start.Add(time.Duration(cfg.TimeLimit)))
 	defer cancelFaults()
-	workCtx, cancelWork := context.WithDeadline(ctx, start.Add(time.Duration(cfg.TimeLimit+cfg.Recovery)))
+	workCtx, cancelWork := context.WithDeadline(runCtx, start.Add(total))
 	defer cancelWork()
-
 	var wg sync.WaitGroup
 	var workErr error
 	nemErrs := make([]error, len(nems))
 	for i, n := range nems {
 		// Each nemesis follows its own schedule; all of them heal before the recovery phase.
-		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, rec) })
+		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, nemesis.WithRoles(rec, sys.sut)) })
 	}
-	wg.Go(func() { workErr = workload.Run(workCtx, env) })
-	stopProgress := status.show(progress, start, time.Duration(cfg.TimeLimit+cfg.Recovery))
+	wg.Go(func() { workErr = cfg.workload(sys).Run(workCtx, sys.workloadEnv(cfg, rec)) })
+	stopProgress := st.show(progress, start, total, time.Duration(cfg.NodeTimeout))
 	wg.Wait()
 	stopProgress()
-	if resNode != nil {
+	unwatch()
+	if sys.resNode != nil {
 		// The final value of every counter goes into the history, so the check needs nothing else.
-		recordFinal(ctx, rec, resNode, cfg.KeyNames())
+		recordFinal(ctx, rec, sys.resNode, cfg.KeyNames())
 	}
+
+	out := &Outcome{Interrupted: ctx.Err() != nil}
+	if cut := time.Duration(cutAt.Load()); cut >= 0 && cut < total {
+		out.Stopped = fmt.Sprintf("interrupted at %v of %v", cut.Round(100*time.Millisecond), total)
+	}
+	end := history.Event{Type: history.OK, Process: history.HarnessProcess, F: history.FRun}
+	switch {
+	case workErr != nil:
+		end.Type, end.Error = history.Info, "workload failed: "+workErr.Error()
+	case out.Stopped != "":
+		end.Type, end.Error = history.Info, out.Stopped
+	}
+	stopRoles()
+	rec.Record(end)
 	if err := rec.Close(); err != nil {
-		return nil, fmt.Errorf("run in %s crashed: %w", dir, err)
+		at := time.Duration(max(cutAt.Load(), 0)).Round(100 * time.Millisecond)
+		return nil, fmt.Errorf("stopped at %v of %v: %w: free space under the store or choose another --store", at, total, err)
 	}
 	if workErr != nil {
-		return nil, fmt.Errorf("run in %s crashed: workload: %w", dir, workErr)
+		return nil, fmt.Errorf("crashed: workload: %w", workErr)
 	}
-	out := &Outcome{Dir: dir, Interrupted: ctx.Err() != nil}
 	if nemErr := errors.Join(nemErrs...); nemErr != nil {
-		log.Error("nemesis", "err", nemErr)
 		out.Errors = append(out.Errors, "nemesis: "+nemErr.Error())
 	}
-	// After the heal every node must answer; a node that does not is a broken run, said beside the verdict.
-	for _, n := range names {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		if err := admin[n].Ping(pctx).Err(); err != nil {
-			out.Errors = append(out.Errors, fmt.Sprintf("node %s not answering after the heal: %v", n, err))
-		}
-		cancel()
+	if w := st.health.warning(time.Duration(cfg.NodeTimeout)); w != "" {
+		out.Warnings = append(out.Warnings, w)
 	}
-	linkSet.Close()
-	cluster.Close()
-	log.Info("run finished; checking", "interrupted", out.Interrupted)
-
-	res, err := Check(dir, time.Duration(cfg.CheckTimeout), results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Errors: out.Errors})
-	if err != nil {
-		return nil, err
-	}
-	out.Result = res
 	return out, nil
+}
+
+// plan is what the run sets out to do, recorded on its invoke for the checker.
+func (c *Config) plan() *history.Plan {
+	p := &history.Plan{
+		Lock: c.Lock, Workload: c.Workload, Keys: c.KeyNames(), Clients: c.Clients,
+		TTL: int64(c.TTL), TimeLimit: int64(c.TimeLimit), Recovery: int64(c.Recovery), Seed: c.Seed,
+	}
+	for _, s := range c.Specs() {
+		p.Nemeses = append(p.Nemeses, s.String())
+	}
+	return p
+}
+
+// workload is the configured workload.
+func (c *Config) workload(sys *system) interface {
+	Run(context.Context, workloads.Env) error
+} {
+	if sys.store != nil {
+		return workloads.Counter{
+			Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Seed: c.Seed,
+			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.pauses,
+		}
+	}
+	return workloads.Mutex{
+		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL),
+		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
+	}
 }
 
 // Check reads the history stored in dir, checks it, and writes the results beside it.
 func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Result, error) {
-	events, err := history.ReadFile(filepath.Join(dir, history.FileName))
+	l, err := history.ReadLogFile(filepath.Join(dir, history.FileName))
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}
-	res, err := checker.Check(events, checker.Options{Timeout: timeout})
+	res, err := checker.CheckLog(l, checker.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}
@@ -304,86 +316,134 @@ type Schedule struct {
 	Ops     []nemesis.Op `json:"ops"`
 }
 
-// status follows the history as it is written, for the live progress line.
-type status struct {
-	ops        atomic.Int64
-	okAcquires atomic.Int64
-	monitor    *checker.Monitor
+// system is what a run starts: the system under test (the lock's nodes with their roles, and a
+// link on every path between them and the clients), the lock's lease probe, and for the counter
+// workload its resource node. Nothing here knows which servers the system runs.
+type system struct {
+	sut     systems.System
+	probe   locks.ProbeCloser
+	groups  []string
+	store   *resource.Store
+	resNode *clusters.Node
+	pauses  *workloads.Pauses
 
-	mu    sync.Mutex
-	fault map[string]string // node -> fault op in effect
+	closers []func()
+	once    sync.Once
 }
 
-func newStatus() *status { return &status{monitor: checker.NewMonitor(), fault: map[string]string{}} }
-
-func (s *status) observe(e history.Event) {
-	s.monitor.Observe(e)
-	if e.IsNemesis() {
-		if e.Type != history.Invoke {
-			return
+// startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
+// resource. On error everything started is stopped again.
+func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
+	sys := &system{groups: cfg.GroupNames()}
+	defer func() {
+		if err != nil {
+			sys.close()
 		}
-		s.mu.Lock()
-		for _, n := range e.Nodes {
-			if e.Effect == history.EffectHeal {
-				delete(s.fault, n)
-			} else {
-				s.fault[n] = e.F
-			}
-		}
-		s.mu.Unlock()
-		return
+	}()
+	nodesDir := filepath.Join(dir, results.NodesDir)
+	if sys.sut, err = systems.Start(ctx, cfg.System, cfg.systemConfig(nodesDir, shim, log)); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
-	if e.IsCompletion() {
-		s.ops.Add(1)
-		if e.F == history.FAcquire && e.Type == history.OK {
-			s.okAcquires.Add(1)
-		}
+	sys.closers = append(sys.closers, func() { sys.sut.Close() })
+	if sys.probe, err = locks.NewProbe(cfg.Lock, sys.sut.Nodes()); err != nil {
+		return nil, err
 	}
+	sys.closers = append(sys.closers, func() { sys.probe.Close() })
+	if cfg.Workload != "counter" {
+		return sys, nil
+	}
+	// The counter workload's resource: a node of its own, outside the lock's system, its links and
+	// its faults; clients reach it directly.
+	res, err := clusters.StartLocal(ctx, clusters.Config{
+		Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start resource node: %w", err)
+	}
+	sys.closers = append(sys.closers, func() { res.Close() })
+	sys.resNode = res.Nodes()[0]
+	if sys.store, err = resource.Open(sys.resNode.Addr(), resource.Guard(cfg.Guard), cfg.Clients); err != nil {
+		return nil, err
+	}
+	sys.closers = append(sys.closers, func() { sys.store.Close() })
+	sys.pauses = workloads.NewPauses()
+	return sys, nil
 }
 
-func (s *status) faults() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.fault) == 0 {
-		return "none"
-	}
-	byOp := map[string][]string{}
-	for n, f := range s.fault {
-		byOp[f] = append(byOp[f], n)
-	}
-	var parts []string
-	for f, ns := range byOp {
-		parts = append(parts, f+" "+strings.Join(sortedCopy(ns), ","))
-	}
-	return strings.Join(sortedCopy(parts), "; ")
-}
-
-// show prints the progress line every half second until the returned stop is called.
-func (s *status) show(w io.Writer, start time.Time, total time.Duration) (stop func()) {
-	if w == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(w, "\r\033[K")
-				return
-			case <-t.C:
-				fmt.Fprintf(w, "\r\033[K%5.1fs/%v  ops %d  ok acquires %d  violations %d  fault: %s",
-					time.Since(start).Seconds(), total, s.ops.Load(), s.okAcquires.Load(), s.monitor.Violations(), s.faults())
-			}
+// close stops everything the system started, in reverse order; it is safe to call more than once.
+func (s *system) close() {
+	s.once.Do(func() {
+		for i := len(s.closers) - 1; i >= 0; i-- {
+			s.closers[i]()
 		}
 	})
-	return func() { close(done); wg.Wait() }
 }
 
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
+// answering checks that every node answers after the heal, over its own address; one that does not
+// is a broken run, said beside the verdict.
+func (s *system) answering(ctx context.Context) []string {
+	var errs []string
+	for _, n := range s.sut.Nodes() {
+		rc := clusters.AdminClient(n.Addr)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if err := rc.Ping(pctx).Err(); err != nil {
+			errs = append(errs, fmt.Sprintf("node %s not answering after the heal: %v", n.Name, err))
+		}
+		cancel()
+		rc.Close()
+	}
+	return errs
+}
+
+// recordRoles records every change of roles the system announces, from now until the returned
+// stop is called (before the run's completion: nothing may follow it), as an info event of the
+// system's process. The note quotes the sentinels' latest +switch-master with the system's view.
+func (s *system) recordRoles(rec *history.Recorder, log *slog.Logger) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var announced string
+	s.sut.Watch(func(e systems.Event) {
+		log.Info("system event", "from", e.From, "kind", e.Kind, "text", e.Text)
+		if e.Kind == "+switch-master" {
+			announced = e.Kind + " from " + e.From + ": " + e.Text
+		}
+		if e.Kind != systems.KindRoles {
+			return
+		}
+		ev := history.Event{Type: history.Info, Process: history.SystemProcess, F: history.FRole,
+			Roles: map[string]string{}, Note: "roles: " + e.Text}
+		for _, n := range slices.Sorted(maps.Keys(e.Roles)) {
+			ev.Nodes = append(ev.Nodes, n)
+			ev.Roles[n] = string(e.Roles[n])
+		}
+		if announced != "" {
+			ev.Note, announced = announced+"; "+ev.Note, ""
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			rec.Record(ev)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+	}
+}
+
+// workloadEnv gives each process a lock client whose endpoints are its client group's links.
+func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
+	opts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
+	return workloads.Env{
+		Recorder: rec,
+		NewLocker: func(process int) (locks.Locker, error) {
+			group := s.groups[(process%cfg.Clients)%len(s.groups)]
+			eps, err := s.sut.Endpoints(group)
+			if err != nil {
+				return nil, err
+			}
+			return locks.New(cfg.Lock, eps, opts)
+		},
+	}
 }

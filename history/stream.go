@@ -2,11 +2,8 @@ package history
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"time"
@@ -31,6 +28,9 @@ type Recorder struct {
 	err      error
 	closed   bool
 	observer func(Event)
+	// failed is closed at the first write that fails (a full disk): a run whose history has a hole
+	// cannot be checked, so the harness stops it at once.
+	failed chan struct{}
 
 	stopFlush chan struct{}
 	flushDone chan struct{}
@@ -46,7 +46,7 @@ func Create(path string, start time.Time, observer func(Event)) (*Recorder, erro
 	w := bufio.NewWriterSize(f, 64<<10)
 	r := &Recorder{
 		start: start, f: f, w: w, enc: json.NewEncoder(w), observer: observer,
-		stopFlush: make(chan struct{}), flushDone: make(chan struct{}),
+		stopFlush: make(chan struct{}), flushDone: make(chan struct{}), failed: make(chan struct{}),
 	}
 	go r.flushLoop()
 	return r, nil
@@ -72,8 +72,8 @@ func (r *Recorder) Record(e Event) Event {
 	if r.closed {
 		return e
 	}
-	if err := r.enc.Encode(e); err != nil && r.err == nil {
-		r.err = fmt.Errorf("write history: %w", err)
+	if err := r.enc.Encode(e); err != nil {
+		r.fail(fmt.Errorf("write history: %w", err))
 	}
 	if r.observer != nil {
 		r.observer(e)
@@ -91,12 +91,31 @@ func (r *Recorder) flushLoop() {
 			return
 		case <-t.C:
 			r.mu.Lock()
-			if err := r.w.Flush(); err != nil && r.err == nil {
-				r.err = fmt.Errorf("flush history: %w", err)
+			if err := r.w.Flush(); err != nil {
+				r.fail(fmt.Errorf("write history: %w", err))
 			}
 			r.mu.Unlock()
 		}
 	}
+}
+
+// fail records the first write error and signals Failed; r.mu is held.
+func (r *Recorder) fail(err error) {
+	if r.err != nil {
+		return
+	}
+	r.err = err
+	close(r.failed)
+}
+
+// Failed is closed as soon as a write of the history fails; Err then says why.
+func (r *Recorder) Failed() <-chan struct{} { return r.failed }
+
+// Err is the first write error, or nil.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 // Close flushes and closes the file. Events recorded after Close are dropped.
@@ -112,105 +131,18 @@ func (r *Recorder) Close() error {
 	<-r.flushDone
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.err
-	if ferr := r.w.Flush(); ferr != nil && err == nil {
-		err = fmt.Errorf("flush history: %w", ferr)
+	if ferr := r.w.Flush(); ferr != nil {
+		r.fail(fmt.Errorf("write history: %w", ferr))
 	}
-	if cerr := r.f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close history: %w", cerr)
-	}
-	return err
-}
-
-// ReadFile reads a history file.
-func ReadFile(path string) ([]Event, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open history: %w", err)
-	}
-	defer f.Close()
-	// Size the slice from the line count first: growing it by doubling would briefly need twice the
-	// memory of a history of millions of events.
-	lines, err := countLines(f)
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
-	}
-	evs, err := read(f, lines)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return evs, nil
-}
-
-// Read parses a JSON-lines history. A last line cut short by a crash is ignored; a malformed line
-// anywhere else is an error.
-func Read(r io.Reader) ([]Event, error) { return read(r, 0) }
-
-func countLines(r io.Reader) (int, error) {
-	buf := make([]byte, 1<<20)
-	n := 0
-	for {
-		k, err := r.Read(buf)
-		n += bytes.Count(buf[:k], []byte{'\n'})
-		if errors.Is(err, io.EOF) {
-			return n + 1, nil
-		}
-		if err != nil {
-			return 0, err
+	// Synced before the check reads it: a history that a power loss could cut short is not the
+	// record a verdict may rest on.
+	if st, err := r.f.Stat(); err == nil && st.Mode().IsRegular() {
+		if serr := r.f.Sync(); serr != nil {
+			r.fail(fmt.Errorf("sync history: %w", serr))
 		}
 	}
-}
-
-func read(r io.Reader, capacity int) ([]Event, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	evs := make([]Event, 0, capacity)
-	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of each
-	// keeps a history of millions of events to a fraction of the memory.
-	seen := map[string]string{}
-	intern := func(s *string) {
-		if v, ok := seen[*s]; ok {
-			*s = v
-		} else if len(seen) < 1<<16 {
-			seen[*s] = *s
-		}
+	if cerr := r.f.Close(); cerr != nil {
+		r.fail(fmt.Errorf("close history: %w", cerr))
 	}
-	for line := 1; ; line++ {
-		b, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A line longer than the buffer: read the rest of it.
-			long := append([]byte(nil), b...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
-		}
-		if len(bytes.TrimSpace(b)) > 0 {
-			var e Event
-			if jerr := json.Unmarshal(b, &e); jerr != nil {
-				if errors.Is(err, io.EOF) {
-					return evs, nil // truncated final line of a crashed run
-				}
-				return nil, fmt.Errorf("line %d: %w", line, jerr)
-			}
-			t := string(e.Type)
-			intern(&t)
-			e.Type = Type(t)
-			intern(&e.F)
-			intern(&e.Key)
-			intern(&e.Fault)
-			intern(&e.Effect)
-			intern(&e.Error)
-			evs = append(evs, e)
-		}
-		if errors.Is(err, io.EOF) {
-			return evs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-	}
+	return r.err
 }

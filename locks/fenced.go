@@ -28,11 +28,14 @@ func (f *fenced) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	rctx, cancel := context.WithTimeout(ctx, f.opts.NodeTimeout)
 	token, err := fencedAcquireScript.Run(rctx, f.client, []string{key, TokenKey(key)}, value, ttl.Milliseconds()).Int64()
 	cancel()
+	if unsent(err) {
+		return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, f.node.Node, err)
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, indeterminate(fmt.Errorf("fenced SET NX on %s: %w", f.node.Node, err))
 	}
 	if token == 0 {
-		return nil, ErrNotAcquired
+		return nil, ErrHeld
 	}
 	now := time.Now()
 	deadline := f.opts.deadline(start, ttl)

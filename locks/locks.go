@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,8 +45,30 @@ type Locker interface {
 	Close() error
 }
 
+// Warmer is a Locker that can open its connections ahead of its first request. A connection through
+// the harness's proxies costs far more than a request on an open one, and a hundred new clients
+// dialling at once on a loaded machine would see their first requests time out: the harness warms
+// each new client before its first operation. Warm's errors mean nothing for the lock and are ignored.
+type Warmer interface {
+	Warm(ctx context.Context) error
+}
+
 // ErrNotAcquired means the lock was certainly not granted (held by someone else, or no quorum).
 var ErrNotAcquired = errors.New("lock not acquired")
+
+// ErrHeld means the lock was certainly not granted because another client holds it: the lock worked
+// as designed. It wraps ErrNotAcquired. Every other definite failure (nodes unreachable, no quorum
+// among the nodes that answered, validity used up) is ErrNotAcquired without ErrHeld, so that
+// availability can tell contention from errors.
+//
+// Redlock's rule: the failure is "held" when the nodes that answered that the key is taken are on
+// their own enough to deny a quorum (more than N - quorum of them), whatever the other nodes did.
+// A client cut off from a majority whose few reachable nodes are taken is refused for being cut
+// off, not for contention, and gets a plain ErrNotAcquired.
+var ErrHeld = fmt.Errorf("%w: held by another client", ErrNotAcquired)
+
+// IsHeld reports whether err is a definite failure because another client holds the lock.
+func IsHeld(err error) bool { return errors.Is(err, ErrHeld) }
 
 // ErrLeaseLost means the lease was no longer held when it was released or extended.
 var ErrLeaseLost = errors.New("lease no longer held")
@@ -64,12 +88,33 @@ func IsIndeterminate(err error) bool {
 
 func indeterminate(err error) error { return &IndeterminateError{Err: err} }
 
+// unsent reports whether a request certainly never left the client: its connection could not be
+// dialled, or no connection was free. Such a failure has no effect on the lock, so it is definite.
+// Any other error after a request may have been written (a timeout, a reset, a closed connection)
+// leaves the outcome unknown.
+func unsent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// classify turns a failed request to one node into a definite error (unsent) or an indeterminate one.
+func classify(err error) error {
+	if unsent(err) {
+		return err
+	}
+	return indeterminate(err)
+}
+
 // Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
 type Endpoint = systems.Endpoint
 
 // Options tune a lock. Zero values take the defaults documented on each field.
 type Options struct {
-	// NodeTimeout bounds each request to one node; default TTL/20 is chosen by the caller, else 100ms.
+	// NodeTimeout bounds each request to one node; the harness passes its own default (TTL/4 within
+	// [50ms, 2s]); a Locker built without one uses 100ms.
 	NodeTimeout time.Duration
 	// DriftFactor is the share of the TTL reserved for clock drift; default 0.01 (the Redlock spec).
 	DriftFactor float64
@@ -165,6 +210,21 @@ func newClient(e Endpoint, o Options) *redis.Client {
 		DisableIdentity:       true,
 		Protocol:              2,
 	})
+}
+
+// warm pings each client once, in parallel, each bounded by the node timeout.
+func warm(ctx context.Context, clients []*redis.Client, timeout time.Duration) error {
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = c.Ping(wctx).Err()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // newValue returns a random lease value, unique across all clients.

@@ -3,6 +3,7 @@ package locks
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,8 +50,8 @@ func TestMutualExclusion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := b.Acquire(ctx, "k", 2*time.Second); !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
-				t.Fatalf("second acquire: want a definite ErrNotAcquired, got %v", err)
+			if _, err := b.Acquire(ctx, "k", 2*time.Second); !errors.Is(err, ErrNotAcquired) || !IsHeld(err) || IsIndeterminate(err) {
+				t.Fatalf("second acquire: want a definite ErrHeld, got %v", err)
 			}
 			if err := a.Release(ctx, la); err != nil {
 				t.Fatal(err)
@@ -163,11 +164,12 @@ func TestRedlockQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Three nodes down: no quorum, and the outcome is indeterminate because nodes did not answer.
+	// Three nodes down: no quorum. A refused connection certainly carried no request, so the
+	// failure is definite, and it is an error, not contention.
 	c.Kill("n3")
 	_, err = l.Acquire(ctx, "k", 2*time.Second)
-	if !IsIndeterminate(err) {
-		t.Fatalf("acquire with 2 of 5 up: want an indeterminate error, got %v", err)
+	if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) || IsHeld(err) {
+		t.Fatalf("acquire with 2 of 5 up: want a definite ErrNotAcquired that is not ErrHeld, got %v", err)
 	}
 	// The failed acquire cleaned up after itself on the nodes that granted it.
 	for _, i := range []int{3, 4} {
@@ -186,8 +188,8 @@ func TestRedlockNoQuorumAgainstAnotherHolderIsDefinite(t *testing.T) {
 	}
 	l := open(t, "redlock", eps)
 	_, err := l.Acquire(ctx, "k", 2*time.Second)
-	if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
-		t.Fatalf("want a definite ErrNotAcquired, got %v", err)
+	if !IsHeld(err) || IsIndeterminate(err) {
+		t.Fatalf("want a definite ErrHeld, got %v", err)
 	}
 	for _, i := range []int{3, 4} {
 		if err := admins[i].Get(ctx, "k").Err(); err != redis.Nil {
@@ -201,15 +203,51 @@ func TestRedlockNoQuorumAgainstAnotherHolderIsDefinite(t *testing.T) {
 	}
 	// With n4 down the outcome is still certain: even had n4 granted, two of five is no quorum.
 	c.Kill("n4")
-	if _, err := l.Acquire(ctx, "k", 2*time.Second); !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
-		t.Fatalf("with a node down: want a definite ErrNotAcquired, got %v", err)
+	if _, err := l.Acquire(ctx, "k", 2*time.Second); !IsHeld(err) || IsIndeterminate(err) {
+		t.Fatalf("with a node down: want a definite ErrHeld, got %v", err)
 	}
 }
 
-func TestSingleOnADeadNodeIsIndeterminate(t *testing.T) {
+// A client that reaches only a minority, all of it taken, is refused for being cut off, not for
+// contention: the taken nodes alone do not deny a quorum.
+func TestRedlockCutOffFromAMajorityIsAnError(t *testing.T) {
+	c, eps, admins := cluster(t, 5)
+	ctx := context.Background()
+	admins[0].Set(ctx, "k", "other", 10*time.Second)
+	admins[1].Set(ctx, "k", "other", 10*time.Second)
+	for _, n := range []string{"n3", "n4", "n5"} {
+		c.Kill(n)
+	}
+	_, err := open(t, "redlock", eps).Acquire(ctx, "k", 2*time.Second)
+	if !errors.Is(err, ErrNotAcquired) || IsHeld(err) || IsIndeterminate(err) {
+		t.Fatalf("want a definite ErrNotAcquired that is not ErrHeld, got %v", err)
+	}
+}
+
+// A dead node refuses the connection: the request never left, so the failure is definite, and
+// an error rather than contention.
+func TestSingleOnADeadNodeIsADefiniteError(t *testing.T) {
+	for _, name := range []string{"single", "fenced"} {
+		t.Run(name, func(t *testing.T) {
+			c, eps, _ := cluster(t, 1)
+			l := open(t, name, eps)
+			c.Kill("n1")
+			_, err := l.Acquire(context.Background(), "k", time.Second)
+			if !errors.Is(err, ErrNotAcquired) || IsHeld(err) || IsIndeterminate(err) {
+				t.Fatalf("want a definite ErrNotAcquired that is not ErrHeld, got %v", err)
+			}
+		})
+	}
+}
+
+// A node that accepts the connection and never answers (stopped) leaves the outcome unknown.
+func TestSingleOnAStoppedNodeIsIndeterminate(t *testing.T) {
 	c, eps, _ := cluster(t, 1)
 	l := open(t, "single", eps)
-	c.Kill("n1")
+	if err := c.Signal("n1", syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Signal("n1", syscall.SIGCONT)
 	if _, err := l.Acquire(context.Background(), "k", time.Second); !IsIndeterminate(err) {
 		t.Fatalf("want indeterminate, got %v", err)
 	}

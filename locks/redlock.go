@@ -50,16 +50,30 @@ func (r *redlock) onAll(ctx context.Context, f func(ctx context.Context, c *redi
 	return res
 }
 
-func (r *redlock) tally(res []nodeResult) (granted []string, errs []error) {
+// tally is one round's answers: the nodes that granted, how many answered no, the errors of nodes
+// whose request certainly never left (unsent), and the errors that leave a node's outcome unknown.
+type tally struct {
+	granted []string
+	refused int
+	unsent  []error
+	unknown []error
+}
+
+func (r *redlock) tally(res []nodeResult) tally {
+	var t tally
 	for i, nr := range res {
 		switch {
+		case nr.err != nil && unsent(nr.err):
+			t.unsent = append(t.unsent, fmt.Errorf("%s: %w", r.nodes[i].Node, nr.err))
 		case nr.err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", r.nodes[i].Node, nr.err))
+			t.unknown = append(t.unknown, fmt.Errorf("%s: %w", r.nodes[i].Node, nr.err))
 		case nr.granted:
-			granted = append(granted, r.nodes[i].Node)
+			t.granted = append(t.granted, r.nodes[i].Node)
+		default:
+			t.refused++
 		}
 	}
-	return granted, errs
+	return t
 }
 
 func (r *redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
@@ -80,35 +94,46 @@ func (r *redlock) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 			return c.SetNX(ctx, key, value, ttl).Result()
 		})
 		now := time.Now()
-		granted, errs := r.tally(res)
+		t := r.tally(res)
 		deadline := r.opts.deadline(start, ttl)
-		if len(granted) >= r.quorum && deadline.After(now) {
-			return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: granted}, nil
+		if len(t.granted) >= r.quorum && deadline.After(now) {
+			return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: t.granted}, nil
 		}
 		// No quorum, or no validity left: undo on every node, including those that did not answer,
 		// since their SET may have landed.
 		r.Release(context.WithoutCancel(ctx), &Lease{Key: key, Value: value})
-		switch {
-		case len(granted)+len(errs) < r.quorum:
-			// Even if every node that did not answer had granted, there would be no quorum: the
-			// outcome is certain, whatever those nodes did.
-			last = fmt.Errorf("%w: granted by %d of %d nodes (quorum %d)%s", ErrNotAcquired, len(granted), len(r.nodes), r.quorum, unanswered(errs))
-		case len(errs) > 0:
-			last = indeterminate(fmt.Errorf("granted by %d of %d nodes (quorum %d): %w", len(granted), len(r.nodes), r.quorum, errors.Join(errs...)))
-		case len(granted) >= r.quorum:
-			last = fmt.Errorf("%w: validity used up after %v", ErrNotAcquired, now.Sub(start))
-		default:
-			last = fmt.Errorf("%w: granted by %d of %d nodes (quorum %d)", ErrNotAcquired, len(granted), len(r.nodes), r.quorum)
-		}
+		last = r.failure(t, now.Sub(start))
 	}
 	return nil, last
 }
 
-func unanswered(errs []error) string {
-	if len(errs) == 0 {
-		return ""
+// failure is the error of a round that granted no lease.
+func (r *redlock) failure(t tally, took time.Duration) error {
+	n, granted := len(r.nodes), len(t.granted)
+	switch {
+	case granted+len(t.unknown) < r.quorum && t.refused > n-r.quorum:
+		// The nodes that said the key is taken deny a quorum on their own: contention.
+		return fmt.Errorf("%w: taken on %d of %d nodes, granted by %d (quorum %d)%s", ErrHeld, t.refused, n, granted, r.quorum, unanswered(t))
+	case granted+len(t.unknown) < r.quorum:
+		// Even if every node whose outcome is unknown had granted, there would be no quorum: the
+		// outcome is certain, whatever those nodes did.
+		return fmt.Errorf("%w: granted by %d of %d nodes (quorum %d), taken on %d%s", ErrNotAcquired, granted, n, r.quorum, t.refused, unanswered(t))
+	case len(t.unknown) > 0:
+		return indeterminate(fmt.Errorf("granted by %d of %d nodes (quorum %d): %w", granted, n, r.quorum, errors.Join(t.unknown...)))
+	default:
+		return fmt.Errorf("%w: validity used up after %v", ErrNotAcquired, took)
 	}
-	return fmt.Sprintf(", %d did not answer", len(errs))
+}
+
+func unanswered(t tally) string {
+	var s string
+	if len(t.unsent) > 0 {
+		s += fmt.Sprintf(", %d unreachable", len(t.unsent))
+	}
+	if len(t.unknown) > 0 {
+		s += fmt.Sprintf(", %d did not answer", len(t.unknown))
+	}
+	return s
 }
 
 func (r *redlock) Release(ctx context.Context, l *Lease) error {
@@ -116,14 +141,17 @@ func (r *redlock) Release(ctx context.Context, l *Lease) error {
 		n, err := releaseScript.Run(ctx, c, []string{l.Key}, l.Value).Int()
 		return n == 1, err
 	})
-	released, errs := r.tally(res)
-	if len(released) >= r.quorum {
+	t := r.tally(res)
+	if len(t.granted) >= r.quorum {
 		return nil
 	}
-	if len(errs) > 0 {
-		return indeterminate(fmt.Errorf("released on %d of %d nodes: %w", len(released), len(r.nodes), errors.Join(errs...)))
+	if len(t.unknown) > 0 {
+		return indeterminate(fmt.Errorf("released on %d of %d nodes: %w", len(t.granted), len(r.nodes), errors.Join(t.unknown...)))
 	}
-	return fmt.Errorf("%w: released on %d of %d nodes", ErrLeaseLost, len(released), len(r.nodes))
+	if len(t.unsent) > 0 {
+		return fmt.Errorf("released on %d of %d nodes: %w", len(t.granted), len(r.nodes), errors.Join(t.unsent...))
+	}
+	return fmt.Errorf("%w: released on %d of %d nodes", ErrLeaseLost, len(t.granted), len(r.nodes))
 }
 
 func (r *redlock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
@@ -133,18 +161,22 @@ func (r *redlock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lea
 		return n == 1, err
 	})
 	now := time.Now()
-	extended, errs := r.tally(res)
+	t := r.tally(res)
+	extended := t.granted
 	deadline := r.opts.deadline(start, ttl)
 	if len(extended) >= r.quorum && deadline.After(now) {
 		nl := *l
 		nl.Start, nl.Deadline, nl.Validity, nl.Nodes = start, deadline, deadline.Sub(now), extended
 		return &nl, nil
 	}
-	if len(errs) > 0 {
+	if errs := append(t.unknown, t.unsent...); len(errs) > 0 {
 		return nil, indeterminate(fmt.Errorf("extended on %d of %d nodes: %w", len(extended), len(r.nodes), errors.Join(errs...)))
 	}
 	return nil, fmt.Errorf("%w: extended on %d of %d nodes", ErrLeaseLost, len(extended), len(r.nodes))
 }
+
+// Warm implements Warmer.
+func (r *redlock) Warm(ctx context.Context) error { return warm(ctx, r.clients, r.opts.NodeTimeout) }
 
 func (r *redlock) Close() error {
 	var errs []error

@@ -26,11 +26,14 @@ func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
 	ok, err := s.client.SetNX(rctx, key, value, ttl).Result()
 	cancel()
+	if unsent(err) {
+		return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, s.node.Node, err)
+	}
 	if err != nil {
 		return nil, indeterminate(fmt.Errorf("SET NX on %s: %w", s.node.Node, err))
 	}
 	if !ok {
-		return nil, ErrNotAcquired
+		return nil, ErrHeld
 	}
 	now := time.Now()
 	deadline := s.opts.deadline(start, ttl)
@@ -47,7 +50,7 @@ func (s *single) Release(ctx context.Context, l *Lease) error {
 	defer cancel()
 	n, err := releaseScript.Run(rctx, s.client, []string{l.Key}, l.Value).Int()
 	if err != nil {
-		return indeterminate(fmt.Errorf("release on %s: %w", s.node.Node, err))
+		return classify(fmt.Errorf("release on %s: %w", s.node.Node, err))
 	}
 	if n == 0 {
 		return ErrLeaseLost
@@ -74,6 +77,11 @@ func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Leas
 	nl := *l
 	nl.Start, nl.Deadline, nl.Validity = start, deadline, deadline.Sub(now)
 	return &nl, nil
+}
+
+// Warm implements Warmer.
+func (s *single) Warm(ctx context.Context) error {
+	return warm(ctx, []*redis.Client{s.client}, s.opts.NodeTimeout)
 }
 
 func (s *single) Close() error { return s.client.Close() }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,7 +23,9 @@ type Processes interface {
 
 // Restart kills nodes with SIGKILL and starts them again. With Delay zero they come back at once
 // (empty, unless the nodes persist); otherwise each stays down at least Delay, the Redlock spec's
-// delayed restart.
+// delayed restart. Its targets are drawn from the seed (one node or a majority), or, with a
+// lock-aware Target, chosen when the fault starts from the lease held right then, so that the kill
+// hits a holder's nodes by design rather than by luck.
 type Restart struct {
 	Cluster Processes
 	// Nodes are the nodes it may target.
@@ -33,8 +37,17 @@ type Restart struct {
 	// MajorityShare is the share of faults that kill a majority in quick succession rather than one
 	// node. Zero means 0.5; negative means never.
 	MajorityShare float64
+	// Target is empty for drawn targets, or a lock-aware target kind (TargetHolder,
+	// TargetHolderOne, TargetHolderMajority); those need the resolver that buildRestart sets up.
+	Target string
+	// TargetWait bounds how long a lock-aware fault waits for its lease before it is skipped.
+	TargetWait time.Duration
 
+	env      Env // the lease probe, keys and log for the lock-aware targets
+	rng      *rand.Rand
 	killedAt map[string]time.Time
+	// lastKill are the nodes of the last kill, which a lock-aware start brings back.
+	lastKill []string
 }
 
 // Name implements Nemesis.
@@ -49,6 +62,9 @@ func (r *Restart) Name() string {
 // the last, so that a lease granted by the majority loses its keys before its holder lets go. The
 // next fault starts only after every node of the previous one is back.
 func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	if IsLockAware(r.Target) {
+		return r.planLockAware(rng, timeLimit)
+	}
 	share := r.MajorityShare
 	if share == 0 {
 		share = 0.5
@@ -93,6 +109,82 @@ func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	return plan
 }
 
+// planLockAware plans faults whose nodes Resolve chooses: a kill, and a start of the same nodes at
+// once or after Delay plus up to a quarter more.
+func (r *Restart) planLockAware(rng *rand.Rand, timeLimit time.Duration) []Op {
+	r.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	return timedPlan(rng, r.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+		up := at
+		if r.Delay > 0 {
+			up = at + r.Delay + time.Duration(rng.Int64N(int64(r.Delay)/4+1))
+		}
+		return []Op{
+			{At: at, F: "kill", Effect: history.EffectFault},
+			{At: up, F: "start", Effect: history.EffectHeal},
+		}, up
+	})
+}
+
+// Resolve implements Resolver. A lock-aware kill waits up to TargetWait for a lease of the wanted
+// shape granted after it began to look, and kills its nodes (no such lease: the fault is skipped);
+// its start brings back the nodes that kill took down. Operations with nodes are returned as planned.
+func (r *Restart) Resolve(ctx context.Context, op Op) (Op, error) {
+	if len(op.Nodes) > 0 {
+		return op, nil
+	}
+	if op.F == "start" {
+		op.Nodes = sorted(r.lastKill)
+		return op, nil
+	}
+	// A skipped kill must leave its start nothing to bring back: no heal without a fault.
+	r.lastKill = nil
+	nodes, err := r.freshLeaseNodes(ctx)
+	op.Nodes = nodes
+	return op, err
+}
+
+// freshLeaseNodes waits for a lease that was not there when it began: a kill at the start of a hold
+// leaves the holder working for its whole hold while its nodes come back empty, so a second client
+// can get in while it still holds. A lease found halfway through its hold would end before the nodes
+// are back, and the fault would test nothing.
+func (r *Restart) freshLeaseNodes(ctx context.Context) ([]string, error) {
+	const poll = 2 * time.Millisecond
+	if r.rng == nil {
+		r.rng = rand.New(rand.NewPCG(1, 2))
+	}
+	if r.env.Log == nil {
+		r.env.Log = slog.New(slog.DiscardHandler)
+	}
+	seen := map[[2]string]bool{}
+	if r.env.Probe != nil {
+		qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		for _, l := range r.env.Probe.Leases(qctx, r.env.Keys) {
+			seen[[2]string{l.Key, l.Value}] = true
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(r.TargetWait)
+	for {
+		nodes, lease, err := WaitForLeaseTarget(ctx, r.env, r.rng, r.Target, time.Until(deadline), poll)
+		if errors.Is(err, ErrNoLease) || (err == nil && time.Now().After(deadline)) {
+			r.env.Log.Info("restart: lock-aware fault skipped, no new lease in time", "target", r.Target, "wait", r.TargetWait)
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !seen[[2]string{lease.Key, lease.Value}] {
+			r.env.Log.Debug("restart: lease targeted", "key", lease.Key, "holders", lease.Nodes, "hit", nodes)
+			return nodes, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
 // jitter returns a duration uniform in [d/2, 3d/2).
 func jitter(rng *rand.Rand, d time.Duration) time.Duration {
 	return d/2 + time.Duration(rng.Int64N(int64(d)+1))
@@ -117,6 +209,7 @@ func (r *Restart) Apply(ctx context.Context, op Op) error {
 		for _, node := range op.Nodes {
 			r.killedAt[node] = time.Now()
 		}
+		r.lastKill = slices.Clone(op.Nodes)
 	}
 	errs := make([]error, len(op.Nodes))
 	var wg sync.WaitGroup

@@ -2,11 +2,14 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
@@ -145,5 +148,118 @@ func TestRunRecordsAndHeals(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("history\n got %q\nwant %q", got, want)
+	}
+}
+
+// A lock-aware restart plans kills and starts without nodes (Resolve chooses them), keeps a delayed
+// start at least Delay after its kill, and heals every fault inside the time limit.
+func TestRestartLockAwarePlan(t *testing.T) {
+	for _, spec := range []string{"restart:target=holder-majority", "restart-delayed:target=holder:delay=3s"} {
+		s, _ := ParseSpec(spec)
+		n, err := Build(s, Env{Nodes: fiveNodes, TTL: 2 * time.Second, Interval: 2 * time.Second, RestartDelay: 3 * time.Second, Keys: []string{"k"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := n.(*Restart)
+		limit := time.Minute
+		plan := r.Plan(Seed(1, r.Name()), limit)
+		if len(plan) < 4 || len(plan)%2 != 0 {
+			t.Fatalf("%s: plan of %d ops", spec, len(plan))
+		}
+		for i := 0; i < len(plan); i += 2 {
+			kill, start := plan[i], plan[i+1]
+			if kill.F != "kill" || start.F != "start" || len(kill.Nodes) != 0 || len(start.Nodes) != 0 {
+				t.Fatalf("%s: ops %d, %d are %v, %v; want a kill and a start to be resolved", spec, i, i+1, kill, start)
+			}
+			if start.At-kill.At < r.Delay || start.At >= limit {
+				t.Fatalf("%s: kill at %v, start at %v (delay %v, limit %v)", spec, kill.At, start.At, r.Delay, limit)
+			}
+		}
+	}
+}
+
+func TestRestartRefusesWaitWithoutALockAwareTarget(t *testing.T) {
+	s, _ := ParseSpec("restart:target=majority:wait=1s")
+	if _, err := Build(s, Env{Nodes: fiveNodes, TTL: time.Second, Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "target=holder") {
+		t.Fatalf("err = %v, want a refusal naming the lock-aware targets", err)
+	}
+	s, _ = ParseSpec("restart:target=holders")
+	if _, err := Build(s, Env{Nodes: fiveNodes, TTL: time.Second, Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "holder-majority") {
+		t.Fatalf("err = %v, want the allowed targets", err)
+	}
+}
+
+// Against real nodes: a lease granted by n1 n2 n4 after the fault began to look is found (not the
+// older majority lease of another key), exactly its nodes are killed, the start brings the same nodes
+// back empty, and with no new majority lease in sight the fault is skipped and its start has nothing
+// to bring back (no heal without a fault).
+func TestRestartHolderMajorityHitsTheLeaseNodes(t *testing.T) {
+	ctx := context.Background()
+	c, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 5, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin := map[string]*redis.Client{}
+	for _, n := range c.Nodes() {
+		admin[n.Name] = n.Admin()
+		defer admin[n.Name].Close()
+	}
+	set := func(key, value string, nodes ...string) {
+		for _, n := range nodes {
+			if err := admin[n].Set(ctx, key, value, time.Minute).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	const fresh, old = "lockpick:0", "lockpick:1"
+	// A majority lease held before the fault starts: half through its hold, not the target.
+	set(old, "lease-old", "n3", "n4", "n5")
+	env := Env{Cluster: c, Nodes: fiveNodes, Probe: probeOver(t, c), Keys: []string{fresh, old}, TTL: time.Second, Interval: time.Second}
+	s, _ := ParseSpec("restart:target=holder-majority:wait=2s")
+	n, err := Build(s, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.(*Restart)
+	r.Plan(Seed(1, r.Name()), 10*time.Second)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		set(fresh, "lease-a", "n1", "n2", "n4")
+	}()
+	kill, err := r.Resolve(ctx, Op{F: "kill", Effect: history.EffectFault})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"n1", "n2", "n4"}; !reflect.DeepEqual(kill.Nodes, want) {
+		t.Fatalf("kill resolved to %v, want the lease's nodes %v", kill.Nodes, want)
+	}
+	if err := r.Apply(ctx, kill); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range kill.Nodes {
+		if c.Running(node) {
+			t.Fatalf("%s still running after the kill", node)
+		}
+	}
+	start, err := r.Resolve(ctx, Op{F: "start", Effect: history.EffectHeal})
+	if err != nil || !reflect.DeepEqual(start.Nodes, kill.Nodes) {
+		t.Fatalf("start resolved to %v (%v), want %v", start.Nodes, err, kill.Nodes)
+	}
+	if err := r.Apply(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range kill.Nodes {
+		if err := admin[node].Get(ctx, fresh).Err(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("%s after restart without persistence: GET = %v, want no key", node, err)
+		}
+	}
+	// The old lease is left on n3 n5, a minority: no majority lease, so the fault is skipped.
+	skipped, err := r.Resolve(ctx, Op{F: "kill", Effect: history.EffectFault})
+	if err != nil || len(skipped.Nodes) != 0 {
+		t.Fatalf("kill without a majority lease resolved to %v (%v), want skipped", skipped.Nodes, err)
+	}
+	if start, _ := r.Resolve(ctx, Op{F: "start", Effect: history.EffectHeal}); len(start.Nodes) != 0 {
+		t.Fatalf("start after a skipped kill resolved to %v, want nothing", start.Nodes)
 	}
 }

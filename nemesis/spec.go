@@ -108,10 +108,14 @@ type Params struct {
 	spec Spec
 	used map[string]bool
 	errs []string
+	// allowed are the values of the parameters read with Choice or Choices, for ParamValues.
+	allowed map[string][]string
 }
 
 // NewParams starts reading spec's parameters.
-func NewParams(spec Spec) *Params { return &Params{spec: spec, used: map[string]bool{}} }
+func NewParams(spec Spec) *Params {
+	return &Params{spec: spec, used: map[string]bool{}, allowed: map[string][]string{}}
+}
 
 func (p *Params) get(key string) (string, bool) {
 	p.used[key] = true
@@ -167,6 +171,7 @@ func (p *Params) Share(key string, def float64) float64 {
 
 // Choice reads one of allowed; def when absent.
 func (p *Params) Choice(key, def string, allowed ...string) string {
+	p.allowed[key] = allowed
 	v, ok := p.get(key)
 	if !ok {
 		return def
@@ -181,6 +186,7 @@ func (p *Params) Choice(key, def string, allowed ...string) string {
 // Choices reads a list of allowed values separated by "+", for example kind=isolate+bridge; def when
 // absent.
 func (p *Params) Choices(key string, def []string, allowed ...string) []string {
+	p.allowed[key] = allowed
 	v, ok := p.get(key)
 	if !ok {
 		return def
@@ -294,6 +300,28 @@ func NeedsClocks(spec Spec) bool { return spec.Name == "clock" }
 // Names lists the nemeses Build knows.
 func Names() []string { return slices.Sorted(maps.Keys(builders())) }
 
+// ParamValues lists the parameters a nemesis reads, each with its allowed values when they are a
+// fixed set (nil for durations, numbers and the like), for shell completion. It builds the nemesis
+// for an example run (5 nodes, 2 client groups, TTL 2s) and records what the builder reads, so the
+// list cannot drift from the parameters the nemesis really takes.
+func ParamValues(name string) (map[string][]string, error) {
+	b, ok := builders()[name]
+	if !ok {
+		return nil, Validate(name)
+	}
+	env := Env{Nodes: []string{"n1", "n2", "n3", "n4", "n5"}, Groups: []string{"c1", "c2"}, Keys: []string{"k"},
+		TTL: 2 * time.Second, Interval: 5 * time.Second, NodeTimeout: 100 * time.Millisecond, RestartDelay: 3 * time.Second,
+		Log: slog.New(slog.DiscardHandler)}
+	p := NewParams(Spec{Name: name})
+	// The example's own errors do not matter: only which parameters were read.
+	_, _ = b(env, p)
+	out := map[string][]string{}
+	for k := range p.used {
+		out[k] = slices.Clone(p.allowed[k])
+	}
+	return out, nil
+}
+
 // Validate checks a nemesis name.
 func Validate(name string) error {
 	if _, ok := builders()[name]; ok {
@@ -324,13 +352,19 @@ func Build(spec Spec, env Env) (Nemesis, error) {
 
 func buildRestart(delayed bool) builder {
 	return func(env Env, p *Params) (Nemesis, error) {
-		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes}
+		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes, env: env}
 		r.Interval = p.Duration("interval", env.Interval)
-		switch p.Choice("target", "mixed", "mixed", "one", "majority") {
+		switch target := p.Choice("target", "mixed", RestartTargets()...); target {
 		case "one":
 			r.MajorityShare = -1
 		case "majority":
 			r.MajorityShare = 1
+		case TargetHolder, TargetHolderOne, TargetHolderMajority:
+			r.Target = target
+		}
+		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
+			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
 		}
 		if delayed {
 			r.Delay = p.Duration("delay", env.RestartDelay)
@@ -343,4 +377,10 @@ func buildRestart(delayed bool) builder {
 		}
 		return r, nil
 	}
+}
+
+// RestartTargets lists the restart nemesis's target values: mixed (one node or a majority, drawn per
+// fault), one, majority, and the lock-aware holder kinds.
+func RestartTargets() []string {
+	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority}
 }

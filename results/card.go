@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,15 +108,10 @@ func WriteCard(dir string, card *Card) error {
 	if err := WriteJSON(dir, CardJSON, card); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, CardMarkdown))
-	if err != nil {
+	if err := writeAtomic(filepath.Join(dir, CardMarkdown), card.Markdown); err != nil {
 		return fmt.Errorf("write report card: %w", err)
 	}
-	if err := card.Markdown(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // Markdown renders the card.
@@ -163,7 +157,7 @@ func (card *Card) Markdown(w io.Writer) error {
 			strings.Join(viol, ", "), strings.Join(first, ", "), strings.Join(avail, ", "), strings.Join(inFaults, ", "))
 	}
 	b.WriteString("\nPer-seed values are listed in seed order. Availability is the share of acquires that succeeded; on a hot key most attempts meet a held lock, so compare it between cells rather than read it as an absolute. ")
-	b.WriteString("Expected verdicts come from the built-in scenario with the same lock and nemeses (DESIGN.md's table); ✓ means every seed reached it.\n\n## Runs\n\n")
+	b.WriteString("Expected verdicts come from the built-in scenario with the same lock and nemeses (the table in docs/expected-outcomes.md); ✓ means every seed reached it.\n\n## Runs\n\n")
 	for _, c := range card.Cells {
 		for _, r := range c.Runs {
 			if r.Error != "" {

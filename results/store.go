@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -65,33 +66,37 @@ func NewRunDir(store, name string, now time.Time) (string, error) {
 	}
 }
 
-// LinkLatest points store/latest at dir.
+// LatestLink is the name of the store's link to its last checked run.
+const LatestLink = "latest"
+
+// LinkLatest points store/latest at dir, atomically: a new link is made under a temporary name and
+// renamed over the old one, so latest always names a whole run. The harness calls it only once the
+// run has a verdict, so latest never points at a run that crashed or is still going.
 func LinkLatest(store, dir string) error {
 	rel, err := filepath.Rel(store, dir)
 	if err != nil {
 		return fmt.Errorf("link latest: %w", err)
 	}
-	tmp := filepath.Join(store, ".latest.tmp")
+	// A name of this process's own: two runs finishing at once must not remove each other's link.
+	tmp := filepath.Join(store, fmt.Sprintf(".latest.tmp-%d", os.Getpid()))
 	os.Remove(tmp)
 	if err := os.Symlink(rel, tmp); err != nil {
 		return fmt.Errorf("link latest: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(store, "latest")); err != nil {
+	if err := os.Rename(tmp, filepath.Join(store, LatestLink)); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("link latest: %w", err)
 	}
-	return nil
+	return syncDir(store)
 }
 
-// WriteJSON writes v as indented JSON to dir/name.
+// WriteJSON writes v as indented JSON to dir/name, atomically.
 func WriteJSON(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	return WriteFileAtomic(filepath.Join(dir, name), append(b, '\n'))
 }
 
 // Document is results.json: the checker's result with the run it judged.
@@ -100,12 +105,17 @@ type Document struct {
 	Run RunInfo `json:"run"`
 }
 
-// RunInfo says which run a result belongs to.
+// RunInfo says which run a result belongs to, and what the harness saw of the run beside the history.
 type RunInfo struct {
 	Dir         string `json:"dir"`
 	Interrupted bool   `json:"interrupted,omitempty"`
+	// Stopped says how much of its plan a run cut short had run, e.g. "interrupted at 12.3s of 35s".
+	Stopped string `json:"stopped,omitempty"`
 	// Errors are problems of the run itself (a nemesis operation that failed), beside the verdict.
 	Errors []string `json:"errors,omitempty"`
+	// Warnings are signs that the run measured the harness more than the lock: an overloaded machine
+	// (many indeterminate outcomes) with the flag that fixes it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Write stores a result: results.json, summary.txt and the visualization.
@@ -113,39 +123,53 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	if err := WriteJSON(dir, ResultsFile, Document{Result: res, Run: info}); err != nil {
 		return err
 	}
+	if err := WriteFileAtomic(filepath.Join(dir, SummaryFile), []byte(Summary(res, info))); err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
+		return fmt.Errorf("write visualization: %w", err)
+	}
+	if err := WriteReport(dir, res, info); err != nil {
+		return err
+	}
+	if res.Resource == nil {
+		return nil
+	}
+	if err := writeAtomic(filepath.Join(dir, ResourceVisualizationFile), res.Resource.Visualize); err != nil {
+		return fmt.Errorf("write resource visualization: %w", err)
+	}
+	return nil
+}
+
+// Summary is summary.txt: the checker's summary with what the harness saw of the run.
+func Summary(res *checker.Result, info RunInfo) string {
 	summary := res.Summary()
-	if info.Interrupted {
+	switch {
+	case info.Stopped != "":
+		summary = "The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n" + summary
+	case info.Interrupted:
 		summary = "The run was interrupted; this verdict covers the history recorded until then.\n" + summary
 	}
 	for _, e := range info.Errors {
 		summary += "run error: " + e + "\n"
 	}
-	if err := os.WriteFile(filepath.Join(dir, SummaryFile), []byte(summary), 0o644); err != nil {
-		return fmt.Errorf("write summary: %w", err)
+	for _, w := range info.Warnings {
+		summary += "warning: " + w + "\n"
 	}
-	f, err := os.Create(filepath.Join(dir, VisualizationFile))
+	return summary
+}
+
+// writeAtomic streams a report into path through an AtomicFile.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	f, err := CreateAtomic(path)
 	if err != nil {
-		return fmt.Errorf("write visualization: %w", err)
+		return err
 	}
-	defer f.Close()
-	if err := res.Visualize(f); err != nil {
-		return fmt.Errorf("write visualization: %w", err)
+	defer f.Abort()
+	if err := write(f); err != nil {
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write visualization: %w", err)
-	}
-	if res.Resource == nil {
-		return nil
-	}
-	rf, err := os.Create(filepath.Join(dir, ResourceVisualizationFile))
-	if err != nil {
-		return fmt.Errorf("write resource visualization: %w", err)
-	}
-	defer rf.Close()
-	if err := res.Resource.Visualize(rf); err != nil {
-		return fmt.Errorf("write resource visualization: %w", err)
-	}
-	return rf.Close()
+	return f.Commit()
 }
 
 // ReadInfo reads the RunInfo stored in a run directory's results.json, if there is one.

@@ -44,3 +44,38 @@ func TestUnwritableStoreNamesTheFlag(t *testing.T) {
 		t.Fatalf("want an error naming --store, got %v", err)
 	}
 }
+
+// An atomic write leaves the old file whole until the new one is complete, and no temporary file
+// behind.
+func TestWriteFileAtomicReplacesWholeFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, SummaryFile)
+	if err := WriteFileAtomic(path, []byte("old\n")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := CreateAtomic(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("new, half written")
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Fatalf("a write in progress shows through: %q", b)
+	}
+	f.Abort()
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Fatalf("an aborted write changed the file: %q", b)
+	}
+	if err := WriteFileAtomic(path, []byte("new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new\n" {
+		t.Fatalf("got %q", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %v", entries)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v, want 0644", fi.Mode().Perm())
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -93,13 +95,20 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "nodes", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "think_max", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
+// The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
+// a file that says otherwise would be found under one name and stored under another. A file without
+// a seed gets one drawn at random (RandomSeed), which the caller prints so the run can be repeated.
 func Parse(file string, data []byte) (Scenario, error) {
 	s, err := parse(data)
 	if err != nil {
 		return Scenario{}, fmt.Errorf("%s: %w", file, err)
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(file), ".yaml"), ".yml")
+	if s.Name != base {
+		return Scenario{}, fmt.Errorf("%s: name %q differs from the file name: rename the file to %s.yaml or set name: %s", file, s.Name, s.Name, base)
 	}
 	s.File = file
 	return s, nil
@@ -155,11 +164,13 @@ func parse(data []byte) (Scenario, error) {
 		case "persistence":
 			c.Persistence, err = str(v)
 		case "nodes":
-			c.Nodes, err = integer(v)
+			c.Nodes, err = positive(v)
+		case "allow_even_nodes":
+			c.AllowEvenNodes, err = boolean(v)
 		case "clients":
 			c.Clients, err = integer(v)
 		case "client_groups":
-			c.ClientGroups, err = integer(v)
+			c.ClientGroups, err = positive(v)
 		case "keys":
 			c.Keys, err = integer(v)
 		case "ttl":
@@ -169,17 +180,20 @@ func parse(data []byte) (Scenario, error) {
 		case "recovery":
 			c.Recovery, err = duration(v)
 		case "interval":
-			c.Interval, err = duration(v)
+			c.Interval, err = positiveDuration(v)
 		case "restart_delay":
-			c.RestartDelay, err = duration(v)
+			c.RestartDelay, err = positiveDuration(v)
 		case "node_timeout":
-			c.NodeTimeout, err = duration(v)
+			c.NodeTimeout, err = positiveDuration(v)
 		case "hold_max":
-			c.HoldMax, err = duration(v)
+			c.HoldMax, err = positiveDuration(v)
+		case "think_max":
+			c.ThinkMax, err = positiveDuration(v)
 		case "seed":
-			var n int
-			n, err = integer(v)
-			c.Seed = uint64(n)
+			c.Seed, err = strconv.ParseUint(v.Value, 10, 64)
+			if v.Kind != yaml.ScalarNode || err != nil {
+				err = fmt.Errorf("must be a whole number of at least 0, got %q", v.Value)
+			}
 		case "nemeses":
 			specs, err = nemeses(v)
 		case "expect":
@@ -201,6 +215,9 @@ func parse(data []byte) (Scenario, error) {
 	}
 	if !seen["recovery"] {
 		c.Recovery = harness.Duration(5 * time.Second)
+	}
+	if !seen["seed"] {
+		c.Seed, s.RandomSeed = rand.Uint64()>>1, true
 	}
 	c.Nemesis = nemesis.JoinSpecs(specs)
 	check := *c
@@ -238,6 +255,35 @@ func integer(v *yaml.Node) (int, error) {
 		return 0, fmt.Errorf("must be a whole number, got %q", v.Value)
 	}
 	return n, nil
+}
+
+// positive reads a count that must be at least 1. In a Config zero means "the default", so a file
+// that says 0 would silently get the default: it is refused instead.
+func positive(v *yaml.Node) (int, error) {
+	n, err := integer(v)
+	if err == nil && n < 1 {
+		return 0, fmt.Errorf("must be at least 1, got %d (leave the field out for its default)", n)
+	}
+	return n, err
+}
+
+func boolean(v *yaml.Node) (bool, error) {
+	switch v.Value {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("must be true or false, got %q", v.Value)
+}
+
+// positiveDuration reads a duration that must be above zero, for the same reason as positive.
+func positiveDuration(v *yaml.Node) (harness.Duration, error) {
+	d, err := duration(v)
+	if err == nil && d <= 0 {
+		return 0, fmt.Errorf("must be positive, got %q (leave the field out for its default)", v.Value)
+	}
+	return d, err
 }
 
 func duration(v *yaml.Node) (harness.Duration, error) {

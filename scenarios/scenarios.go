@@ -1,5 +1,5 @@
 // Package scenarios reads scenario files: runs whose outcome we know in advance, the cells of the
-// expected-outcome table in DESIGN.md. A scenario passes when the run shows what it expects, so the
+// expected-outcome table in docs/expected-outcomes.md. A scenario passes when the run shows what it expects, so the
 // suite shows both that safe configurations stay valid and that unsafe ones are caught.
 //
 // The repository's scenarios/*.yaml are built into the binary, so `lockpick scenario NAME` works
@@ -28,6 +28,8 @@ type Scenario struct {
 	File   string
 	Config harness.Config
 	Expect Expectation
+	// RandomSeed is true when the file gives no seed: Config.Seed was drawn at random, to be printed.
+	RandomSeed bool
 }
 
 // All reads the built-in scenarios, sorted by name.

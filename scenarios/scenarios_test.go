@@ -84,6 +84,12 @@ func TestParseErrorsNameFileFieldAndFix(t *testing.T) {
 		{"  some: [ok_in_faults]", "  some: [luck]", `unknown finding "luck": use`},
 		{"time_limit: 10s", "time_limit: 1s", `time_limit 1s is not longer than --ttl`},
 		{"name: x\n", "", `field name is missing`},
+		{"clients: 4", "clients: 4\nnodes: 0", `line 5: nodes: must be at least 1, got 0`},
+		{"clients: 4", "clients: 4\nnodes: 4", `use --nodes 3 or 5`},
+		{"clients: 4", "clients: 4\nclient_groups: 0", `client_groups: must be at least 1`},
+		{"clients: 4", "clients: 4\ninterval: 0s", `interval: must be positive`},
+		{"clients: 4", "clients: 1001", `clients must lie between 1 and 1000`},
+		{"name: x", "name: y", `name "y" differs from the file name`},
 	}
 	base := strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1)
 	for _, c := range cases {
@@ -108,5 +114,37 @@ func TestExpectationMet(t *testing.T) {
 	r.Stats.OKInFaults, r.OverrunCount, r.Valid = 0, 2, checker.Invalid
 	if miss := e.Met(r); len(miss) != 3 {
 		t.Errorf("missed run: %v", miss)
+	}
+}
+
+// A file without a seed draws one at random and says so; a file with one keeps it.
+func TestMissingSeedIsDrawnAndMarked(t *testing.T) {
+	text := strings.Replace(strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1), "seed: 7\n", "", 1)
+	seeds := map[uint64]bool{}
+	for range 3 {
+		s, err := Parse("x.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.RandomSeed {
+			t.Fatal("a file without a seed is not marked RandomSeed")
+		}
+		seeds[s.Config.Seed] = true
+	}
+	if len(seeds) < 2 {
+		t.Errorf("three parses drew the seeds %v: not random", seeds)
+	}
+	s, err := Parse("x.yaml", []byte(strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1)))
+	if err != nil || s.RandomSeed || s.Config.Seed != 7 {
+		t.Errorf("a file with seed 7: seed %d, random %v, %v", s.Config.Seed, s.RandomSeed, err)
+	}
+}
+
+// Even counts for Redlock are a choice the file states.
+func TestAllowEvenNodes(t *testing.T) {
+	text := strings.Replace(strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1), "clients: 4", "clients: 4\nnodes: 4\nallow_even_nodes: true", 1)
+	s, err := Parse("x.yaml", []byte(text))
+	if err != nil || s.Config.Nodes != 4 || !s.Config.AllowEvenNodes {
+		t.Fatalf("nodes %d, allow %v, %v", s.Config.Nodes, s.Config.AllowEvenNodes, err)
 	}
 }

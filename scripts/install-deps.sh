@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# Installs what lockpick needs and does not find: redis-server, and a C compiler for the clock shim.
+# Installs what lockpick and its CI need and does not find: redis-server, a C compiler and the libc
+# headers (the clock shim), make; and, when it may install, git and CA certificates. Go itself must
+# be on PATH. As root on Debian it installs with apt-get, without questions (CI runs it with no
+# stdin); otherwise it prints the line that installs what is required.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v cc >/dev/null 2>&1 || need+=(gcc)
-command -v go >/dev/null 2>&1 || { echo "lockpick needs Go 1.26 or newer on PATH (https://go.dev/doc/install)" >&2; exit 1; }
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v go >/dev/null 2>&1 || { echo "lockpick needs Go 1.26 or newer on PATH (https://go.dev/doc/install; /usr/local/go/bin?)" >&2; exit 1; }
+# Wanted but not required: git (the revision in each run's config, and make newcomer's clone, which
+# falls back to a copy) and CA certificates (the Go module proxy, unless the modules are cached).
+# Installed when this script may install, never a reason to stop.
+want=()
+command -v git >/dev/null 2>&1 || want+=(git)
+[ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+	want=()
+fi
+need+=("${want[@]}")
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "lockpick needs: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2
@@ -16,7 +30,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "installing ${need[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+apt-get update -qq </dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
 # Debian starts a system redis on 6379; lockpick runs its own nodes and needs none.
 if command -v service >/dev/null 2>&1; then service redis-server stop >/dev/null 2>&1 || true; fi

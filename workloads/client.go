@@ -25,18 +25,27 @@ type client struct {
 
 func newClient(ctx context.Context, env Env, slot, clients int, ttl time.Duration) (*client, error) {
 	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), pid: slot}
+	return c, c.open(ctx)
+}
+
+// open gives the slot a lock client for its current process id and warms it: the connections are
+// made before the process's first operation, so a dial never counts against a request's timeout.
+func (c *client) open(ctx context.Context) error {
 	var err error
-	c.locker, err = env.NewLocker(c.pid)
-	return c, err
+	if c.locker, err = c.env.NewLocker(c.pid); err != nil {
+		return err
+	}
+	if w, ok := c.locker.(locks.Warmer); ok {
+		w.Warm(ctx) // a node that does not answer now is the first acquire's problem, recorded there
+	}
+	return nil
 }
 
 // retire gives the slot a fresh process id and lock client.
 func (c *client) retire() error {
 	c.locker.Close()
 	c.pid += c.clients
-	var err error
-	c.locker, err = c.env.NewLocker(c.pid)
-	return err
+	return c.open(c.opCtx)
 }
 
 func (c *client) close() {
@@ -53,7 +62,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
 	cancel()
 	if err != nil {
-		c.rec.Record(history.Event{Type: completion(err), Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error()})
+		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error()}
+		if ev.Type == history.Fail {
+			ev.Reason = reason(err)
+		}
+		c.rec.Record(ev)
 		if locks.IsIndeterminate(err) {
 			return nil, c.retire()
 		}
@@ -85,12 +98,38 @@ func (c *client) release(lease *locks.Lease, retire bool) error {
 	return nil
 }
 
-// runSlots runs work once per slot, concurrently, and joins their errors.
-func runSlots(n int, work func(slot int) error) error {
-	var wg sync.WaitGroup
+// reason classifies a definite acquire failure: contention (held) or anything else (error).
+func reason(err error) string {
+	if locks.IsHeld(err) {
+		return history.ReasonHeld
+	}
+	return history.ReasonError
+}
+
+// runSlots opens a warmed client for every slot, all of them before any slot starts work, then runs
+// work once per slot, concurrently, and joins their errors. Opening first keeps the burst of
+// connections at the start (a hundred clients dialling every node) away from the first operations,
+// whose timeouts it would otherwise decide.
+func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(c *client) error) error {
+	clients := make([]*client, n)
 	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for slot := range n {
-		wg.Go(func() { errs[slot] = work(slot) })
+		wg.Go(func() { clients[slot], errs[slot] = newClient(ctx, env, slot, n, ttl) })
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.close()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for slot := range n {
+		wg.Go(func() { errs[slot] = work(clients[slot]) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

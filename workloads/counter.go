@@ -46,16 +46,13 @@ func (c Counter) Run(ctx context.Context, env Env) error {
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = c.TTL / 4
 	}
-	return runSlots(c.Clients, func(slot int) error { return c.process(ctx, env, slot) })
+	return runSlots(ctx, env, c.Clients, c.TTL, func(cl *client) error { return c.process(ctx, env, cl) })
 }
 
-func (c Counter) process(ctx context.Context, env Env, slot int) error {
-	rng := rand.New(rand.NewPCG(c.Seed, uint64(slot)+1))
-	cl, err := newClient(ctx, env, slot, c.Clients, c.TTL)
-	if err != nil {
-		return err
-	}
-	defer cl.close()
+func (c Counter) process(ctx context.Context, env Env, cl *client) error {
+	rng := rand.New(rand.NewPCG(c.Seed, uint64(cl.pid)+1))
+	// Spread the processes' first requests, as the mutex workload does.
+	sleep(ctx, randDuration(rng, c.ThinkMax))
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(c.Keys))
 		lease, err := cl.acquire(key)

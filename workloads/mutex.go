@@ -12,8 +12,8 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// Mutex is the mutex workload: processes contend for keys, hold a granted lease for a random time
-// well inside its validity, and release it.
+// Mutex is the mutex workload: processes contend for keys, hold a granted lease for a random time up
+// to HoldMax, and release it.
 type Mutex struct {
 	// Clients is how many processes run at once.
 	Clients int
@@ -21,8 +21,10 @@ type Mutex struct {
 	Keys int
 	// TTL is the lease each acquire asks for.
 	TTL time.Duration
-	// HoldMax bounds the time a process holds a lease; a hold never exceeds half the validity the
-	// lock promised, so a correct lock is never overrun. Default TTL/4.
+	// HoldMax bounds the time a process holds a lease: each hold is drawn uniformly from [0, HoldMax].
+	// Holds are not cut at the lease's deadline: a HoldMax longer than the validity makes processes
+	// work past their deadline, as a client that ignores its lease would, and the checker reports
+	// that work as overruns. Default TTL/4, well inside the validity.
 	HoldMax time.Duration
 	// ThinkMax bounds the pause between a process's operations. Default 20ms.
 	ThinkMax time.Duration
@@ -53,18 +55,16 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	if m.ThinkMax <= 0 {
 		m.ThinkMax = 20 * time.Millisecond
 	}
-	return runSlots(m.Clients, func(slot int) error { return m.process(ctx, env, slot) })
+	return runSlots(ctx, env, m.Clients, m.TTL, func(c *client) error { return m.process(ctx, env, c) })
 }
 
 // process is one worker slot. Its process id changes after every indeterminate result.
-func (m Mutex) process(ctx context.Context, env Env, slot int) error {
-	rng := rand.New(rand.NewPCG(m.Seed, uint64(slot)+1))
-	c, err := newClient(ctx, env, slot, m.Clients, m.TTL)
-	if err != nil {
-		return err
-	}
-	defer c.close()
+func (m Mutex) process(ctx context.Context, env Env, c *client) error {
+	rng := rand.New(rand.NewPCG(m.Seed, uint64(c.pid)+1))
 	rec := env.Recorder
+	// A random first pause spreads the processes' first connections and requests over the think
+	// time, instead of every process dialling every node in the same millisecond.
+	sleep(ctx, randDuration(rng, m.ThinkMax))
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(m.Keys))
 		lease, err := c.acquire(key)
@@ -75,7 +75,7 @@ func (m Mutex) process(ctx context.Context, env Env, slot int) error {
 			sleep(ctx, randDuration(rng, m.ThinkMax))
 			continue
 		}
-		hold := min(randDuration(rng, m.HoldMax), lease.Validity/2)
+		hold := randDuration(rng, m.HoldMax)
 		rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})
 		time.Sleep(hold)
 		rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// Runs the workload against a real node that is killed and restarted in the middle, and checks the
-// history it records: every operation completes, holds are recorded whole (acquire, work, release),
-// and a process that saw an indeterminate result never acts again under its old id.
+// Runs the workload against a real node that is stopped (requests time out: unknown outcomes), then
+// killed and restarted (connections refused: definite errors), and checks the history it records:
+// every operation completes, holds are recorded whole (acquire, work, release), a process that saw
+// an indeterminate result never acts again under its old id, and every failed acquire says whether
+// the lock was held or in error.
 func TestMutexRecordsWellFormedHistory(t *testing.T) {
 	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
 	if err != nil {
@@ -34,9 +37,13 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	go func() {
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
+		c.Signal(node.Name, syscall.SIGSTOP)
+		time.Sleep(200 * time.Millisecond)
+		c.Signal(node.Name, syscall.SIGCONT)
+		time.Sleep(300 * time.Millisecond)
 		c.Kill(node.Name)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		c.Start(context.Background(), node.Name)
 	}()
 	began := time.Now()
@@ -59,6 +66,7 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 	}
 	procs := map[int]*state{}
 	var oks, infos int
+	reasons := map[string]int{}
 	for i := range evs {
 		e := evs[i]
 		s := procs[e.Process]
@@ -90,6 +98,8 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 				t.Fatalf("ok acquire without a usable lease: %+v", e)
 			}
 			s.lease = e.Value
+		case e.F == history.FAcquire && e.Type == history.Fail:
+			reasons[e.Reason]++
 		case e.F == history.FRelease:
 			s.lease = ""
 		}
@@ -107,7 +117,10 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 		t.Fatalf("only %d ok acquires", oks)
 	}
 	if infos == 0 {
-		t.Fatal("killing the node produced no indeterminate result: the test proved nothing about retired ids")
+		t.Fatal("stopping the node produced no indeterminate result: the test proved nothing about retired ids")
+	}
+	if reasons[history.ReasonHeld] == 0 || reasons[history.ReasonError] == 0 || len(reasons) != 2 {
+		t.Fatalf("failed acquires by reason %v: want some held (contention), some error (the node was down), nothing else", reasons)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
 )
@@ -16,26 +17,62 @@ import (
 func newCheckCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "check DIR",
-		Short: "Re-check the history of a stored run",
-		Long: `check reads DIR/history.jsonl (of a finished, crashed or interrupted run), checks it again,
-rewrites results.json, summary.txt and the visualization in DIR, and exits with the verdict.`,
-		Example: "  lockpick check store/latest",
+		Use:   "check DIR|FILE",
+		Short: "Check the history of a stored run, or a history file",
+		Long: `check reads DIR/history.jsonl (of a finished, crashed or interrupted run) or the history FILE,
+validates it, checks it, and exits with the verdict: 0 valid, 1 invalid, 2 unknown (with the reason
+and what to do), 255 when the history is broken (the error names the line). For a run directory it
+also rewrites results.json, summary.txt and the visualization there; for a file it only prints.`,
+		Example: "  lockpick check store/latest\n  lockpick check my-history.jsonl",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
-			if _, err := os.Stat(filepath.Join(dir, history.FileName)); err != nil {
-				return fmt.Errorf("%s holds no %s: give the directory of a run (for example store/latest)", dir, history.FileName)
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %v must be positive (for example --timeout 2m)", timeout)
 			}
-			info, _ := results.ReadInfo(dir)
-			res, err := harness.Check(dir, timeout, info)
+			dir, file, err := checkTarget(args[0])
 			if err != nil {
 				return err
 			}
+			l, err := history.ReadLogFile(file)
+			if err != nil {
+				return err
+			}
+			res, err := checker.CheckLog(l, checker.Options{Timeout: timeout})
+			if err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
 			fmt.Fprint(cmd.OutOrStdout(), res.Summary())
+			if dir != "" {
+				info, _ := results.ReadInfo(dir) // a run that crashed before its results has none
+				info.Dir = dir
+				if err := results.Write(dir, res, info); err != nil {
+					// The verdict is what check is for; a directory it cannot write (a read-only
+					// copy of a run) does not change it.
+					fmt.Fprintf(cmd.ErrOrStderr(), "lockpick: %v (the verdict above stands)\n", err)
+				}
+			}
 			return exitError{res.Valid.ExitCode()}
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
 	return cmd
+}
+
+// checkTarget resolves the argument of check: a run directory (dir is set) or a history file.
+func checkTarget(arg string) (dir, file string, err error) {
+	fi, err := os.Stat(arg)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", "", fmt.Errorf("%s does not exist: give a run directory (for example store/latest) or a history file", arg)
+		}
+		return "", "", fmt.Errorf("check %s: %w", arg, err)
+	}
+	if !fi.IsDir() {
+		return "", arg, nil
+	}
+	file = filepath.Join(arg, history.FileName)
+	if _, err := os.Stat(file); err != nil {
+		return "", "", fmt.Errorf("%s holds no %s: give the directory of a run (for example store/latest) or a history file", arg, history.FileName)
+	}
+	return arg, file, nil
 }

@@ -68,7 +68,10 @@ injects faults, records every operation, and checks the history with porcupine.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd())
+	addCompletions(root)
 	return root
 }

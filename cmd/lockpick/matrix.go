@@ -22,6 +22,7 @@ func newMatrixCmd() *cobra.Command {
 	var firstSeed uint64
 	var base harness.Config
 	var ttl, timeLimit, recovery, interval time.Duration
+	var junit *string
 	cmd := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every lock under every nemesis with several seeds and write a report card",
@@ -48,6 +49,14 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
 			}
+			if err := refuseZero(cmd.Flags(), "client-groups", "interval"); err != nil {
+				return err
+			}
+			store, err := filepath.Abs(base.Store)
+			if err != nil {
+				return fmt.Errorf("--store %s: %w", base.Store, err)
+			}
+			base.Store = store
 			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
 			base.Revision, base.Command = revision, cmdLine()
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
@@ -74,6 +83,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			}}
 			card.Cells = cells
 			crashed := false
+			j := newJUnit(*junit, "lockpick matrix")
 			for _, c := range cells {
 				for s := range seeds {
 					seed := firstSeed + uint64(s)
@@ -88,11 +98,21 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 						fmt.Fprintf(w, "could not run: %v\n", err)
 					} else {
 						r := results.NewCellRun(seed, out.Dir, out.Result)
+						if runExitCode(out) == 2 {
+							r.Verdict = "unknown" // cut short: never valid
+						}
 						c.Runs = append(c.Runs, r)
 						fmt.Fprintf(w, "%s, %d violations\n", r.Verdict, r.Violations)
+						for _, warn := range out.Warnings {
+							fmt.Fprintln(w, "  warning:", warn)
+						}
 					}
 					// The card is rewritten after every run, so an interrupted matrix keeps what it did.
 					if err := results.WriteCard(dir, card); err != nil {
+						return err
+					}
+					j.setCells(cells)
+					if err := j.write(); err != nil {
 						return err
 					}
 					if cmd.Context().Err() != nil {
@@ -116,7 +136,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.StringArrayVar(&nemeses, "nemeses", nil, fmt.Sprintf("one cell's nemeses; repeat for more cells (default none): %v", nemesis.Names()))
 	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
 	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
-	f.IntVar(&base.Clients, "clients", 10, "concurrent client processes")
+	f.IntVar(&base.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
 	f.IntVar(&base.Keys, "keys", 1, "lock keys the clients contend for")
 	f.StringVar(&base.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
@@ -125,6 +145,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
 	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
 	f.StringVar(&base.Store, "store", "store", "directory of the run store")
+	junit = junitFlag(cmd, "cell (a failure when any seed is invalid)")
 	return cmd
 }
 

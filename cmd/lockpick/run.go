@@ -21,7 +21,8 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var cfg harness.Config
-	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, checkTimeout time.Duration
+	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout time.Duration
+	var junit *string
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -38,29 +39,34 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			if len(args) == 1 {
 				return runFile(cmd, args[0])
 			}
+			if err := refuseZero(cmd.Flags(), "nodes", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout"); err != nil {
+				return err
+			}
 			cfg.TTL, cfg.TimeLimit, cfg.Recovery = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery)
 			cfg.Interval, cfg.RestartDelay, cfg.NodeTimeout = harness.Duration(interval), harness.Duration(restartDelay), harness.Duration(nodeTimeout)
-			cfg.HoldMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(checkTimeout)
+			cfg.HoldMax, cfg.ThinkMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(thinkMax), harness.Duration(checkTimeout)
 			if !cmd.Flags().Changed("seed") {
 				cfg.Seed = randomSeed()
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			began := time.Now()
 			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
+			j := newJUnit(*junit, "lockpick run")
+			j.addRun(cfg, out, err, time.Since(began))
+			if jerr := j.write(); jerr != nil && err == nil {
+				err = jerr
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), out.Result.Summary())
-			for _, e := range out.Errors {
-				fmt.Fprintln(cmd.OutOrStdout(), "run error:", e)
-			}
-			if out.Interrupted {
-				fmt.Fprintln(cmd.OutOrStdout(), "interrupted: the verdict covers the history recorded until the interrupt")
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
-			fmt.Fprintf(cmd.OutOrStdout(), "report: %s, %s, %s\n",
-				filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile), filepath.Join(out.Dir, results.VisualizationFile))
-			return exitError{out.Result.Valid.ExitCode()}
+			w := cmd.OutOrStdout()
+			fmt.Fprint(w, out.Result.Summary())
+			printOutcome(w, out)
+			fmt.Fprintf(w, "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
+			fmt.Fprintf(w, "report: %s, %s, %s\n",
+				filepath.Join(out.Dir, results.ReportFile), filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile))
+			return exitError{runExitCode(out)}
 		},
 	}
 	f := cmd.Flags()
@@ -69,9 +75,10 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.Workload, "workload", "mutex", "what the clients do: mutex (acquire, hold, release) or counter (read-modify-write of a counter on a separate resource node)")
 	f.StringVar(&cfg.Guard, "guard", "", "how the counter's resource checks writes: none, fencing (needs --lock fenced) or check-and-set (default none)")
 	f.StringVar(&cfg.Name, "name", "", "name of the run in the store (default LOCK-NEMESIS)")
-	f.IntVar(&cfg.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single)")
+	f.IntVar(&cfg.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single and fenced; redlock takes an odd number of at least 3)")
+	f.BoolVar(&cfg.AllowEvenNodes, "allow-even-nodes", false, "let redlock run on an even number of nodes")
 	f.StringVar(&cfg.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
-	f.IntVar(&cfg.Clients, "clients", 10, "concurrent client processes")
+	f.IntVar(&cfg.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&cfg.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
 	f.IntVar(&cfg.Keys, "keys", 1, "lock keys the clients contend for")
 	f.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL each acquire asks for")
@@ -79,13 +86,15 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
 	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
 	f.DurationVar(&restartDelay, "restart-delay", 0, "how long restart-delayed keeps a node down (default 1.5 x TTL)")
-	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/20)")
-	f.DurationVar(&holdMax, "hold-max", 0, "longest hold of a granted lease (default TTL/4)")
+	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload")
+	f.DurationVar(&holdMax, "hold-max", 0, "longest hold of a granted lease, mutex workload (default TTL/4); past the lease's validity a holder overruns, and the checker reports it")
+	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
 	f.DurationVar(&checkTimeout, "check-timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault schedule and the workload (default random, printed)")
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	junit = junitFlag(cmd, "run")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
@@ -95,7 +104,7 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "time-limit", "store":
+		case "seed", "time-limit", "store", "junit":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
@@ -109,6 +118,8 @@ func runFile(cmd *cobra.Command, file string) error {
 	}
 	o := scenarioOverrides{}
 	o.store, _ = cmd.Flags().GetString("store")
+	junitPath, _ := cmd.Flags().GetString("junit")
+	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {
 		o.timeLimit, _ = cmd.Flags().GetDuration("time-limit")
 	}
@@ -117,6 +128,9 @@ func runFile(cmd *cobra.Command, file string) error {
 		o.seed = &seed
 	}
 	met, err := runScenario(cmd, s, o)
+	if jerr := o.junit.write(); jerr != nil && err == nil {
+		err = jerr
+	}
 	if err != nil {
 		return err
 	}
@@ -127,6 +141,49 @@ func runFile(cmd *cobra.Command, file string) error {
 }
 
 func cmdLine() []string { return os.Args }
+
+// refuseZero refuses the named flags when given as zero. A zero in harness.Config means "the
+// default", so without this --interval 0 would silently become 5s and --nodes 0 become 5.
+func refuseZero(f *pflag.FlagSet, names ...string) error {
+	for _, name := range names {
+		fl := f.Lookup(name)
+		if fl == nil || !fl.Changed {
+			continue
+		}
+		if v := fl.Value.String(); v == "0" || v == "0s" {
+			return fmt.Errorf("--%s %s: give a positive value, or leave --%s out for its default", name, v, name)
+		}
+	}
+	return nil
+}
+
+// printOutcome says what the harness saw beside the verdict: run errors, overload warnings, and
+// how much of the plan a run cut short had run.
+func printOutcome(w io.Writer, out *harness.Outcome) {
+	for _, e := range out.Errors {
+		fmt.Fprintln(w, "run error:", e)
+	}
+	for _, e := range out.Warnings {
+		fmt.Fprintln(w, "warning:", e)
+	}
+	switch {
+	case out.Stopped != "":
+		fmt.Fprintf(w, "cut short: %s; the verdict covers only the history recorded until then, and a run cut short never passes as valid\n", out.Stopped)
+	case out.Interrupted:
+		fmt.Fprintln(w, "interrupted after the plan had run: the verdict covers the whole run")
+	}
+}
+
+// runExitCode is the run's exit code. A run cut short proved nothing about the part of its plan it did
+// not run, so it never exits 0 (valid): the checker calls it unknown, and this guard keeps that
+// promise even for a checker that does not know the run's completion.
+func runExitCode(out *harness.Outcome) int {
+	code := out.Result.Valid.ExitCode()
+	if out.Stopped != "" && code == 0 {
+		return 2
+	}
+	return code
+}
 
 // randomSeed picks a seed for a run that was given none; it is printed and stored with the run.
 func randomSeed() uint64 { return rand.Uint64() >> 1 }

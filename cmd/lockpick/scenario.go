@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
@@ -17,6 +18,7 @@ type scenarioOverrides struct {
 	seed      *uint64 // nil: the file's seed
 	timeLimit time.Duration
 	store     string
+	junit     *junitReport // nil without --junit
 }
 
 // runScenario runs one scenario and reports whether it showed what it expects.
@@ -33,19 +35,24 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 	if o.timeLimit > 0 {
 		cfg.TimeLimit = harness.Duration(o.timeLimit)
 	}
-	fmt.Fprintf(w, "== %s: %s\n   %s, seed %d, expect %s\n", s.Name, s.Why, s.File, cfg.Seed, s.Expect)
+	seed := fmt.Sprintf("seed %d", cfg.Seed)
+	if s.RandomSeed && o.seed == nil {
+		seed = fmt.Sprintf("seed %d (drawn at random: the file gives none; rerun it with --seed %d)", cfg.Seed, cfg.Seed)
+	}
+	fmt.Fprintf(w, "== %s: %s\n   %s, %s, expect %s\n", s.Name, s.Why, s.File, seed, s.Expect)
+	began := time.Now()
 	out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 	if err != nil {
+		o.junit.add(results.ErrorCase("lockpick.scenario", s.Name, err, time.Since(began)))
 		return false, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	fmt.Fprint(w, out.Result.Summary())
-	for _, e := range out.Errors {
-		fmt.Fprintln(w, "run error:", e)
-	}
+	printOutcome(w, out)
 	miss := s.Expect.Met(out.Result)
-	if out.Interrupted {
-		miss = append(miss, "interrupted")
+	if out.Stopped != "" {
+		miss = append(miss, out.Stopped)
 	}
+	o.junit.add(results.ScenarioCase(s.Name, s.Expect.String(), out.Dir, out.Result, miss, time.Since(began)))
 	if len(miss) == 0 {
 		fmt.Fprintf(w, "== %s: expected %s: met (%s)\n\n", s.Name, s.Expect, out.Dir)
 		return true, nil
@@ -59,6 +66,7 @@ func newScenarioCmd() *cobra.Command {
 	var seed uint64
 	var store string
 	var timeLimit time.Duration
+	var junit *string
 	cmd := &cobra.Command{
 		Use:   "scenario [NAME|FILE.yaml...]",
 		Short: "Run scenarios and compare each outcome with the expected one",
@@ -89,7 +97,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				return nil
 			}
-			o := scenarioOverrides{store: store, timeLimit: timeLimit}
+			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario")}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -97,6 +105,9 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 			var failed []string
 			for _, s := range chosen {
 				met, err := runScenario(cmd, s, o)
+				if jerr := o.junit.write(); jerr != nil && err == nil {
+					err = jerr
+				}
 				if err != nil {
 					return err
 				}
@@ -119,5 +130,6 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for every scenario (default: each file's seed)")
 	cmd.Flags().StringVar(&store, "store", "store", "directory of the run store")
 	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
+	junit = junitFlag(cmd, "scenario")
 	return cmd
 }

@@ -1,0 +1,258 @@
+// The whole-run timeline of report.html: one lane per client slot, nodes above, on a canvas that
+// zooms and pans. The data (results/timeline.go) is flat delta-coded tuples in microseconds.
+(function () {
+  "use strict";
+  var el = document.getElementById("tl-data");
+  if (!el) return;
+  var D = JSON.parse(el.textContent);
+  var root = document.getElementById("whole-run");
+  var canvas = root.querySelector("canvas.tl"), axis = root.querySelector("canvas.tl-axis");
+  var tip = root.querySelector(".tip"), rangeEl = root.querySelector(".tl-range");
+  var C = { ok: "#2e9e4f", hold: "#3b6fd1", merged: "#7f9fde", fail: "#9aa0a6", err: "#b03030", info: "#e88a1a",
+    fault: "rgba(245,166,35,", viol: "rgba(208,2,27,", overrun: "#8e44ad", stale: "#d0021b", lost: "#d0021b", token: "#8a5a00" };
+  var LABEL = 92, NODE_H = 18, LANE_H = D.clients > 40 ? 10 : 18;
+
+  // Decode each slot's tuples into absolute times.
+  function decode(flat, n, acc) {
+    var out = [], prev = 0;
+    for (var i = 0; i + n <= flat.length; i += n) {
+      var t = flat.slice(i, i + n);
+      prev += t[0];
+      t[0] = prev;
+      out.push(t);
+    }
+    return out;
+  }
+  var slots = D.slots.map(function (s) {
+    return { ok: decode(s.ok || [], 5), fail: decode(s.fail || [], 3), info: decode(s.info || [], 4) };
+  });
+  var marksBySlot = {};
+  (D.marks || []).forEach(function (m) { (marksBySlot[m.slot] = marksBySlot[m.slot] || []).push(m); });
+  var nodes = D.nodes || [], faults = D.faults || [], viol = D.viol || [];
+  var topH = nodes.length * NODE_H + (nodes.length ? 6 : 0);
+  var height = topH + D.clients * LANE_H;
+  var v0 = 0, v1 = Math.max(D.end, 1), width = 0, dpr = window.devicePixelRatio || 1, pending = false, violIdx = -1;
+
+  function size() {
+    width = canvas.clientWidth;
+    canvas.width = width * dpr; canvas.height = height * dpr; canvas.style.height = height + "px";
+    axis.width = axis.clientWidth * dpr; axis.height = 26 * dpr;
+    draw();
+  }
+  function X(t) { return LABEL + (t - v0) / (v1 - v0) * (width - LABEL - 4); }
+  function T(x) { return v0 + (x - LABEL) / (width - LABEL - 4) * (v1 - v0); }
+  function laneY(s) { return topH + s * LANE_H; }
+  function fmt(us) { return (us / 1e6).toFixed(3) + "s"; }
+  function span(us) { return us < 1000 ? (us / 1000).toFixed(3) + "ms" : us < 1e6 ? (us / 1000).toFixed(1) + "ms" : (us / 1e6).toFixed(3) + "s"; }
+  function schedule() { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); } }
+
+  function rect(g, t0, t1, y, h, color, minW) {
+    var x0 = X(t0), x1 = X(t1);
+    if (x1 < LABEL || x0 > width) return;
+    x0 = Math.max(x0, LABEL);
+    g.fillStyle = color;
+    g.fillRect(x0, y, Math.max(x1 - x0, minW || 1), h);
+  }
+
+  function draw() {
+    var g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, width, height);
+    g.font = "11px system-ui, sans-serif";
+    for (var s = 0; s < D.clients; s++) if (s % 2) { g.fillStyle = "#f4f6f9"; g.fillRect(0, laneY(s), width, LANE_H); }
+    drawFaults(g);
+    drawViolations(g);
+    for (s = 0; s < D.clients; s++) drawSlot(g, s);
+    drawMarks(g);
+    g.fillStyle = "#fff"; g.fillRect(0, 0, LABEL - 2, height);
+    g.fillStyle = "#1d2330"; g.textBaseline = "middle";
+    nodes.forEach(function (n, i) { g.fillText("node " + n.name, 4, i * NODE_H + NODE_H / 2); });
+    if (LANE_H >= 10) for (s = 0; s < D.clients; s++) if (LANE_H >= 14 || s % 5 === 0) g.fillText("slot " + s, 4, laneY(s) + LANE_H / 2);
+    if (topH) { g.fillStyle = "#b7bec8"; g.fillRect(0, topH - 3, width, 1); }
+    drawAxis();
+    rangeEl.textContent = fmt(v0) + " – " + fmt(v1) + " (" + span(v1 - v0) + ")";
+  }
+
+  function drawFaults(g) {
+    faults.forEach(function (f) {
+      rect(g, f.s, f.e, topH, height - topH, C.fault + "0.13)", 1);
+      nodes.forEach(function (n, i) {
+        if (!f.nodes || !f.nodes.length || f.nodes.indexOf(n.name) >= 0) {
+          rect(g, f.s, f.e, i * NODE_H + 2, NODE_H - 4, C.fault + "0.75)", 2);
+          var x = Math.max(X(f.s), LABEL) + 3;
+          if (X(f.e) - x > 40) { g.fillStyle = "#5a3b00"; g.textBaseline = "middle"; g.fillText(f.name, x, i * NODE_H + NODE_H / 2); }
+        }
+      });
+      (f.slots || []).forEach(function (s) { rect(g, f.s, f.e, laneY(s), LANE_H, C.fault + "0.55)", 2); });
+    });
+    nodes.forEach(function (n, i) {
+      (n.offsets || []).forEach(function (o) {
+        if (o[2]) return;
+        var x = X(o[0]);
+        if (x < LABEL || x > width) return;
+        g.fillStyle = C.overrun; g.fillRect(x, i * NODE_H, 1.5, NODE_H);
+        var txt = "clock " + (o[1] >= 0 ? "+" : "") + (o[1] / 1e9).toFixed(3) + "s";
+        g.fillText(txt, x + 3, i * NODE_H + NODE_H / 2);
+      });
+    });
+  }
+
+  function drawViolations(g) {
+    viol.forEach(function (v) {
+      [v.a, v.b].forEach(function (h) { rect(g, v.s, v.e, laneY(h[0]), LANE_H, C.viol + "0.35)", 3); });
+      rect(g, v.s, v.e, topH, height - topH, C.viol + "0.07)", 2);
+    });
+  }
+
+  function drawSlot(g, s) {
+    var sl = slots[s], y = laneY(s), h = LANE_H, i, t;
+    if (D.bin > 0) {
+      for (i = 0; i < sl.fail.length; i++) {
+        t = sl.fail[i];
+        var a = Math.min(0.25 + Math.log(1 + t[1]) / 5, 1);
+        g.globalAlpha = a;
+        rect(g, t[0] * D.bin, (t[0] + 1) * D.bin, y + h * 0.6, h * 0.4, t[2] ? C.err : C.fail, 1);
+      }
+      g.globalAlpha = 1;
+    } else {
+      for (i = 0; i < sl.fail.length; i++) {
+        t = sl.fail[i];
+        rect(g, t[0], t[0] + t[1], y + h * 0.6, h * 0.4, t[2] ? C.err : C.fail, 1);
+      }
+    }
+    for (i = 0; i < sl.info.length; i++) {
+      t = sl.info[i];
+      rect(g, t[0], t[0] + t[1], y + h * 0.55, h * 0.45, C.info, 1.5);
+    }
+    for (i = 0; i < sl.ok.length; i++) {
+      t = sl.ok[i];
+      var comp = t[0] + t[1];
+      rect(g, t[0], comp, y + h * 0.55, h * 0.45, C.ok, 1);
+      rect(g, comp, comp + t[2], y + h * 0.12, h * 0.6, t[3] === 3 ? C.merged : C.hold, 1);
+      if (t[3] === 1) rect(g, comp + t[2], comp + t[2], y, h, C.overrun, 1.5);
+    }
+  }
+
+  function drawMarks(g) {
+    var glyph = { overrun: "▼", stale: "✕", lost: "◆", token: "▲" };
+    g.textBaseline = "middle"; g.font = "bold " + Math.max(LANE_H, 11) + "px system-ui, sans-serif";
+    (D.marks || []).forEach(function (m) {
+      var x = X(m.t);
+      if (x < LABEL || x > width) return;
+      g.fillStyle = C[m.kind] || "#000";
+      // Marks of one place side by side: overrun left, stale write middle, lost update right.
+      var dx = { overrun: -11, stale: -4, lost: 4, token: -4 }[m.kind] || -4;
+      g.fillText(glyph[m.kind] || "•", x + dx, laneY(m.slot) + LANE_H / 2);
+    });
+    g.font = "11px system-ui, sans-serif";
+  }
+
+  function drawAxis() {
+    var g = axis.getContext("2d"), w = axis.clientWidth;
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, 26);
+    g.font = "11px system-ui, sans-serif"; g.fillStyle = "#5f6877"; g.textAlign = "center";
+    var raw = (v1 - v0) / 10, p = Math.pow(10, Math.floor(Math.log10(raw))), step = p;
+    [1, 2, 5, 10].some(function (m) { step = m * p; return step >= raw; });
+    var dec = Math.max(0, Math.ceil(-Math.log10(step / 1e6)));
+    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      var x = X(t);
+      g.fillRect(x, 18, 1, 8);
+      g.fillText((t / 1e6).toFixed(dec) + "s", x, 10);
+    }
+    g.textAlign = "left"; g.fillText("run time →", 2, 10);
+  }
+
+  function zoom(factor, at) {
+    var c = at === undefined ? (v0 + v1) / 2 : at;
+    var w = Math.min(Math.max((v1 - v0) * factor, 20), D.end * 1.1 + 1);
+    var f = (c - v0) / (v1 - v0);
+    v0 = c - f * w; v1 = v0 + w;
+    schedule();
+  }
+
+  // Hover: the mark, hold, acquire or fault under the pointer.
+  function hit(x, y) {
+    var t = T(x), tol = (v1 - v0) / (width - LABEL) * 3, i;
+    if (y < topH) {
+      var n = nodes[Math.floor(y / NODE_H)];
+      if (!n) return "";
+      var out = [];
+      faults.forEach(function (f) {
+        if (t >= f.s - tol && t <= f.e + tol && (!f.nodes || !f.nodes.length || f.nodes.indexOf(n.name) >= 0))
+          out.push(f.name + " " + (f.nodes || []).join(" ") + " [" + fmt(f.s) + ", " + fmt(f.e) + "]" + (f.healed ? "" : " not healed"));
+      });
+      return out.join("\n");
+    }
+    var s = Math.floor((y - topH) / LANE_H), sl = slots[s];
+    if (!sl) return "";
+    var ms = marksBySlot[s] || [];
+    for (i = 0; i < ms.length; i++) if (Math.abs(ms[i].t - t) <= tol * 2) return ms[i].kind + ": " + ms[i].text;
+    var lines = [];
+    viol.forEach(function (v) {
+      if ((v.a[0] === s || v.b[0] === s) && t >= v.s - tol && t <= v.e + tol) lines.push("VIOLATION: " + v.text);
+    });
+    sl.ok.forEach(function (o) {
+      var comp = o[0] + o[1], end = comp + o[2];
+      if (t < o[0] - tol || t > end + tol) return;
+      if (o[3] === 3) lines.push(o[4] + " holds merged, " + fmt(o[0]) + " – " + fmt(end));
+      else lines.push("p" + o[4] + " acquire ok: asked " + fmt(o[0]) + ", granted after " + span(o[1]) + "\nheld " + fmt(comp) + " – " + fmt(end) + " (" + span(o[2]) + "), ended by " + ["release", "expiry", "end of history"][o[3]]);
+    });
+    sl.info.forEach(function (o) {
+      if (t >= o[0] - tol && t <= o[0] + o[1] + tol) lines.push("p" + o[3] + " acquire " + (o[2] ? "pending" : "info (unknown outcome)") + ": " + fmt(o[0]) + " for " + span(o[1]));
+    });
+    if (!lines.length) {
+      var n2 = 0, first = null;
+      sl.fail.forEach(function (o) {
+        var a = D.bin > 0 ? o[0] * D.bin : o[0], b = D.bin > 0 ? a + D.bin : a + o[1];
+        if (t >= a - tol && t <= b + tol) { n2 += D.bin > 0 ? o[1] : 1; first = first || o; }
+      });
+      if (n2) lines.push(n2 + " failed acquire" + (n2 > 1 ? "s" : "") + (D.bin > 0 ? " in this " + span(D.bin) + " bin" : ": asked " + fmt(first[0]) + ", answered after " + span(first[1])));
+    }
+    faults.forEach(function (f) {
+      if (t >= f.s && t <= f.e) lines.push("during " + f.name + " " + (f.nodes || []).join(" "));
+    });
+    return lines.length ? "slot " + s + " at " + fmt(t) + "\n" + lines.join("\n") : "";
+  }
+
+  var drag = null;
+  canvas.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var r = canvas.getBoundingClientRect();
+    zoom(e.deltaY > 0 ? 1.25 : 0.8, T(e.clientX - r.left));
+  }, { passive: false });
+  canvas.addEventListener("mousedown", function (e) { drag = { x: e.clientX, v0: v0, v1: v1 }; });
+  window.addEventListener("mouseup", function () { drag = null; });
+  canvas.addEventListener("mousemove", function (e) {
+    var r = canvas.getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
+    if (drag) {
+      var dt = (e.clientX - drag.x) / (width - LABEL) * (drag.v1 - drag.v0);
+      v0 = drag.v0 - dt; v1 = drag.v1 - dt; schedule(); tip.hidden = true; return;
+    }
+    var text = x > LABEL ? hit(x, y) : "";
+    tip.hidden = !text;
+    if (text) {
+      var rr = root.getBoundingClientRect();
+      tip.textContent = text;
+      tip.style.left = Math.min(e.clientX - rr.left + 12, rr.width - 380) + "px";
+      tip.style.top = (e.clientY - rr.top + 14) + "px";
+    }
+  });
+  canvas.addEventListener("mouseleave", function () { tip.hidden = true; });
+  canvas.addEventListener("dblclick", function () { v0 = 0; v1 = D.end; schedule(); });
+  root.querySelector(".tl-controls").addEventListener("click", function (e) {
+    var act = e.target.getAttribute && e.target.getAttribute("data-act");
+    if (act === "all") { v0 = 0; v1 = D.end; schedule(); }
+    if (act === "in") zoom(0.5);
+    if (act === "out") zoom(2);
+    if (act === "viol" && viol.length) {
+      violIdx = (violIdx + 1) % viol.length;
+      var v = viol[violIdx], lo = Math.min(v.a[1], v.b[1]), hi = Math.max(v.a[2], v.b[2]), pad = (hi - lo) * 0.5 + 1000;
+      v0 = lo - pad; v1 = hi + pad; schedule();
+      var wrap = root.querySelector(".tl-wrap");
+      wrap.scrollTop = Math.max(0, laneY(Math.min(v.a[0], v.b[0])) - 40);
+    }
+  });
+  window.addEventListener("resize", size);
+  size();
+})();

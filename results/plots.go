@@ -1,0 +1,389 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/lockpick-dev/lockpick/checker"
+)
+
+// Plot files inside a run directory.
+const (
+	LatencyPlotFile = "plot-latency.png"
+	RatePlotFile    = "plot-rate.png"
+	ClockPlotFile   = "plot-clock.png"
+)
+
+// plotImage is one plot written to the run directory, kept for the report to embed.
+type plotImage struct {
+	File, Title, Caption string
+	PNG                  []byte
+}
+
+// Colours shared by the plots and the page (report.css uses the same).
+var (
+	colOK     = color.NRGBA{0x2e, 0x9e, 0x4f, 0xff}
+	colFail   = color.NRGBA{0x9a, 0xa0, 0xa6, 0xff}
+	colError  = color.NRGBA{0xb0, 0x30, 0x30, 0xff}
+	colInfo   = color.NRGBA{0xe8, 0x8a, 0x1a, 0xff}
+	colFault  = color.NRGBA{0xf5, 0xa6, 0x23, 0x40}
+	colNodeNs = []color.NRGBA{{0x1f, 0x5f, 0xbf, 0xff}, {0xc0, 0x39, 0x2b, 0xff}, {0x27, 0xae, 0x60, 0xff}, {0x8e, 0x44, 0xad, 0xff}, {0xd3, 0x54, 0x00, 0xff}, {0x16, 0xa0, 0x85, 0xff}}
+)
+
+// Size of a plot image.
+const (
+	plotW   = 26 * vg.Centimeter
+	plotH   = 8 * vg.Centimeter
+	plotDPI = 110
+	// maxPlotPoints bounds the latency scatter; failed acquires beyond it are sampled evenly.
+	maxPlotPoints = 60000
+)
+
+// writePlots draws the plots of a run into dir and returns them.
+func writePlots(dir string, res *checker.Result, d *runData) ([]plotImage, error) {
+	wins := faultSpans(res.Faults)
+	var out []plotImage
+	lat, caption, err := latencyPlot(d, wins)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, plotImage{File: LatencyPlotFile, Title: "Acquire latency", Caption: caption, PNG: lat})
+	rate, err := ratePlot(d, wins)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, plotImage{File: RatePlotFile, Title: "Attempts and grants per second", Caption: "Acquires invoked per second by outcome (top) and leases granted per second (bottom); fault windows shaded.", PNG: rate})
+	if len(d.offsets) > 0 {
+		clk, err := clockPlot(d, wins)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, plotImage{File: ClockPlotFile, Title: "Node clock offsets", Caption: "Offsets the clock nemesis set (lines) and measured afterwards (points), per node; fault windows shaded.", PNG: clk})
+	}
+	for _, p := range out {
+		if err := os.WriteFile(filepath.Join(dir, p.File), p.PNG, 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", p.File, err)
+		}
+	}
+	return out, nil
+}
+
+// faultSpans are the fault windows in seconds.
+func faultSpans(fs []checker.FaultWindow) [][2]float64 {
+	out := make([][2]float64, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, [2]float64{sec(f.Start), sec(f.End)})
+	}
+	return out
+}
+
+func sec(ns int64) float64 { return float64(ns) / 1e9 }
+
+// faultShade shades fault windows over the whole height of a plot.
+type faultShade struct{ wins [][2]float64 }
+
+func (f faultShade) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	for _, w := range f.wins {
+		x0 := max(trX(w[0]), c.Min.X)
+		x1 := min(trX(w[1]), c.Max.X)
+		if x1 <= x0 {
+			x1 = x0 + 1
+		}
+		c.FillPolygon(colFault, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
+	}
+}
+
+func (f faultShade) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(colFault, []vg.Point{c.Min, {X: c.Max.X, Y: c.Min.Y}, c.Max, {X: c.Min.X, Y: c.Max.Y}})
+}
+
+func newPlot(title, ylabel string, d *runData, wins [][2]float64) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "run time (s)"
+	p.Y.Label.Text = ylabel
+	p.X.Min, p.X.Max = 0, math.Max(sec(d.end), 1)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(faultShade{wins})
+	if len(wins) > 0 {
+		p.Legend.Add("fault", faultShade{})
+	}
+	p.Add(plotter.NewGrid())
+	sans(p)
+	return p
+}
+
+// sansFont is the face of every plot text, matching the page rather than gonum's serif default.
+var sansFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+func sans(p *plot.Plot) {
+	p.Title.TextStyle.Font = font.From(sansFont, 12)
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = font.From(sansFont, 11)
+		a.Tick.Label.Font = font.From(sansFont, 10)
+	}
+	p.Legend.TextStyle.Font = font.From(sansFont, 10)
+}
+
+// legendW is the margin right of a plot that holds its legend, so the legend never hides points.
+const legendW = 3.4 * vg.Centimeter
+
+// drawPlot draws p into c with its legend in a margin on the right.
+func drawPlot(p *plot.Plot, c draw.Canvas) {
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	p.Draw(draw.Crop(c, 0, -legendW, 0, 0))
+	legend.Top, legend.Left = true, true
+	legend.Draw(draw.Crop(c, c.Max.X-c.Min.X-legendW+vg.Millimeter*3, 0, 0, -vg.Millimeter*8))
+	p.Legend = legend
+}
+
+// latencyPlot scatters every completed acquire's latency by outcome, with per-interval p50 and p99.
+func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
+	p := newPlot("Acquire latency", "latency (ms, log)", d, wins)
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	groups := map[byte]plotter.XYs{}
+	var fails int
+	for i := range d.acquires {
+		if o := d.acquires[i].outcome; o == outFail {
+			fails++
+		}
+	}
+	stride := 1
+	if n := len(d.acquires); n > maxPlotPoints {
+		stride = (fails + maxPlotPoints/2 - 1) / (maxPlotPoints / 2)
+	}
+	caption := "Each completed acquire at its invoke time: ok green, failed (held) grey, failed (error) red, unknown (info) orange; lines are the p50 and p99 of all completed acquires per interval; fault windows shaded."
+	if stride > 1 {
+		caption += fmt.Sprintf(" Failed acquires are sampled, 1 in %d.", stride)
+	}
+	seenFail := 0
+	for i := range d.acquires {
+		a := &d.acquires[i]
+		if a.outcome == outPending {
+			continue
+		}
+		if a.outcome == outFail {
+			seenFail++
+			if seenFail%stride != 0 {
+				continue
+			}
+		}
+		groups[a.outcome] = append(groups[a.outcome], plotter.XY{X: sec(a.inv), Y: latencyMS(a)})
+	}
+	lo := math.Inf(1)
+	for _, o := range []byte{outFail, outError, outInfo, outOK} {
+		for _, pt := range groups[o] {
+			lo = math.Min(lo, pt.Y)
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo = 0.01
+	}
+	p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo)))
+	for _, g := range []struct {
+		o     byte
+		name  string
+		color color.Color
+	}{{outFail, "fail (held)", colFail}, {outError, "fail (error)", colError}, {outInfo, "info", colInfo}, {outOK, "ok", colOK}} {
+		pts := groups[g.o]
+		if len(pts) == 0 {
+			continue
+		}
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, "", fmt.Errorf("latency plot: %w", err)
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: g.color, Radius: vg.Points(1.1), Shape: draw.BoxGlyph{}}
+		p.Add(s)
+		p.Legend.Add(g.name, s)
+	}
+	for _, q := range []struct {
+		q     float64
+		name  string
+		dash  []vg.Length
+		color color.Color
+	}{{0.5, "p50", nil, color.Black}, {0.99, "p99", []vg.Length{vg.Points(4), vg.Points(2)}, color.NRGBA{0x55, 0x00, 0x88, 0xff}}} {
+		pts := quantileLine(d, q.q)
+		if len(pts) < 2 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, "", fmt.Errorf("latency plot: %w", err)
+		}
+		l.LineStyle = draw.LineStyle{Color: q.color, Width: vg.Points(1.4), Dashes: q.dash}
+		p.Add(l)
+		p.Legend.Add(q.name, l)
+	}
+	b, err := renderPNG(p)
+	return b, caption, err
+}
+
+func latencyMS(a *acquire) float64 { return math.Max(float64(a.comp-a.inv)/1e6, 0.001) }
+
+// quantileLine is the q-quantile of completed acquires' latency per interval (60 over the run).
+func quantileLine(d *runData, q float64) plotter.XYs {
+	width := max(d.end/60, int64(1e8))
+	buckets := map[int64][]float64{}
+	for i := range d.acquires {
+		a := &d.acquires[i]
+		if a.outcome != outPending {
+			buckets[a.inv/width] = append(buckets[a.inv/width], latencyMS(a))
+		}
+	}
+	var pts plotter.XYs
+	for _, k := range slices.Sorted(maps.Keys(buckets)) {
+		v := buckets[k]
+		sort.Float64s(v)
+		pts = append(pts, plotter.XY{X: sec(k*width + width/2), Y: v[min(int(q*float64(len(v))), len(v)-1)]})
+	}
+	return pts
+}
+
+// ratePlot stacks two panels: acquires invoked per second by outcome, and grants per second.
+func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
+	secs := int(d.end/1e9) + 1
+	counts := map[byte][]float64{}
+	for _, o := range []byte{outOK, outFail, outError, outInfo} {
+		counts[o] = make([]float64, secs)
+	}
+	total := make([]float64, secs)
+	for i := range d.acquires {
+		a := &d.acquires[i]
+		s := int(a.inv / 1e9)
+		total[s]++
+		if a.outcome != outPending {
+			counts[a.outcome][s]++
+		}
+	}
+	top := newPlot("Acquires invoked per second", "per second", d, wins)
+	bottom := newPlot("Leases granted per second", "per second", d, wins)
+	top.Y.Min, bottom.Y.Min = 0, 0
+	if err := addRateLine(top, "all attempts", total, color.Black); err != nil {
+		return nil, err
+	}
+	for _, g := range []struct {
+		o    byte
+		name string
+		c    color.Color
+	}{{outFail, "fail (held)", colFail}, {outError, "fail (error)", colError}, {outInfo, "info", colInfo}} {
+		if slices.Max(counts[g.o]) > 0 {
+			if err := addRateLine(top, g.name, counts[g.o], g.c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := addRateLine(bottom, "granted (ok)", counts[outOK], colOK); err != nil {
+		return nil, err
+	}
+	img := vgimg.NewWith(vgimg.UseWH(plotW, 2*plotH), vgimg.UseDPI(plotDPI))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Millimeter * 2}
+	ps := [][]*plot.Plot{{top}, {bottom}}
+	cs := plot.Align(ps, tiles, dc)
+	var err error
+	safely(&err, func() {
+		drawPlot(top, cs[0][0])
+		drawPlot(bottom, cs[1][0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("rate plot: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func addRateLine(p *plot.Plot, name string, perSec []float64, c color.Color) error {
+	pts := make(plotter.XYs, len(perSec))
+	for i, v := range perSec {
+		pts[i] = plotter.XY{X: float64(i) + 0.5, Y: v}
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return fmt.Errorf("rate plot: %w", err)
+	}
+	l.LineStyle = draw.LineStyle{Color: c, Width: vg.Points(1.3)}
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// clockPlot draws each node's clock offset: the offsets set as steps, the measured ones as points.
+func clockPlot(d *runData, wins [][2]float64) ([]byte, error) {
+	p := newPlot("Node clock offsets", "offset (s)", d, wins)
+	names := slices.Sorted(maps.Keys(d.offsets))
+	for i, n := range names {
+		c := colNodeNs[i%len(colNodeNs)]
+		set := plotter.XYs{{X: 0, Y: 0}}
+		var measured plotter.XYs
+		for _, pt := range d.offsets[n] {
+			if pt.measured {
+				measured = append(measured, plotter.XY{X: sec(pt.t), Y: sec(pt.offset)})
+				continue
+			}
+			set = append(set, plotter.XY{X: sec(pt.t), Y: set[len(set)-1].Y}, plotter.XY{X: sec(pt.t), Y: sec(pt.offset)})
+		}
+		set = append(set, plotter.XY{X: sec(d.end), Y: set[len(set)-1].Y})
+		l, err := plotter.NewLine(set)
+		if err != nil {
+			return nil, fmt.Errorf("clock plot: %w", err)
+		}
+		l.LineStyle = draw.LineStyle{Color: c, Width: vg.Points(1.4)}
+		p.Add(l)
+		p.Legend.Add(n+" set", l)
+		if len(measured) > 0 {
+			s, err := plotter.NewScatter(measured)
+			if err != nil {
+				return nil, fmt.Errorf("clock plot: %w", err)
+			}
+			s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+			p.Add(s)
+			p.Legend.Add(n+" measured", s)
+		}
+	}
+	return renderPNG(p)
+}
+
+func renderPNG(p *plot.Plot) ([]byte, error) {
+	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(plotDPI))
+	var err error
+	safely(&err, func() { drawPlot(p, draw.New(img)) })
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("plot %q: %w", p.Title.Text, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// safely runs draw, turning a panic of the plotting library (it panics on some degenerate axes)
+// into an error: a plot must never take the verdict down with it.
+func safely(err *error, draw func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			*err = fmt.Errorf("plot: %v", r)
+		}
+	}()
+	draw()
+}

@@ -1,0 +1,295 @@
+package results
+
+import (
+	"bytes"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// ReportFile is the run's page for people: self-contained (inline CSS, script, SVG and images),
+// so it opens from the file system with no network.
+const ReportFile = "report.html"
+
+//go:embed assets/report.html assets/report.css assets/report.js
+var assets embed.FS
+
+var reportTemplate = template.Must(template.New("report.html").Funcs(template.FuncMap{
+	"verdictClass": func(v checker.Verdict) string { return v.String() },
+}).ParseFS(assets, "assets/report.html"))
+
+// kv is one labelled value of the header.
+type kv struct {
+	Key, Value string
+	// Class marks a value the reader should notice ("bad", "warn").
+	Class string
+}
+
+// reportPage is everything report.html shows.
+type reportPage struct {
+	Title       string
+	Verdict     checker.Verdict
+	VerdictWord string
+	Verdicts    string
+	Meta        []kv
+	Evidence    []kv
+	Findings    []findingView
+	// MoreViolations lists the violations without a timeline of their own.
+	MoreViolations []string
+	Problems       []string
+	Timeline       template.JS
+	TimelineNotes  []string
+	Plots          []plotView
+	Faults         []string
+	Overruns       []string
+	OverrunCount   int
+	Lost           []string
+	Notes          []string
+	Files          []kv
+	Summary        string
+	CSS            template.CSS
+	JS             template.JS
+}
+
+type findingView struct {
+	finding
+	SVG template.HTML
+}
+
+type plotView struct {
+	Title, Caption, File string
+	Src                  template.URL
+}
+
+// WriteReport writes report.html and the plot images into the run directory dir, from the checked
+// result and the run's history and configuration stored there.
+func WriteReport(dir string, res *checker.Result, info RunInfo) error {
+	d, err := readRunData(dir, res)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	plots, err := writePlots(dir, res, d)
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := renderReport(&buf, dir, res, info, d, plots); err != nil {
+		return err
+	}
+	// Written beside and renamed, so a reader never opens half a page.
+	tmp := filepath.Join(dir, "."+ReportFile+".tmp")
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, ReportFile)); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunInfo, d *runData, plots []plotImage) error {
+	css, err := assets.ReadFile("assets/report.css")
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	js, err := assets.ReadFile("assets/report.js")
+	if err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	tlData := timelineData(res, d)
+	tl, err := json.Marshal(tlData)
+	if err != nil {
+		return fmt.Errorf("write report: encode timeline: %w", err)
+	}
+	p := reportPage{
+		Verdict: res.Valid, VerdictWord: strings.ToUpper(res.Valid.String()), Verdicts: res.Verdicts(),
+		Meta: metaRows(d.meta, res), Evidence: evidenceRows(d, res, info),
+		Timeline: template.JS(tl), CSS: template.CSS(css), JS: template.JS(js),
+		Faults: faultLines(res.Faults), OverrunCount: res.OverrunCount,
+		Notes: slices.Concat(res.Notes, info.Errors), Files: fileLinks(dir, res.Resource != nil), Summary: res.Summary(),
+	}
+	p.Title = fmt.Sprintf("%s under %s: %s", orDash(d.meta.Lock), orDash(d.meta.Nemesis), res.Valid)
+	for _, f := range findings(res, d) {
+		p.Findings = append(p.Findings, findingView{finding: f, SVG: timelineSVG(f)})
+	}
+	for i, v := range res.Violations {
+		if i >= maxViolationTimelines {
+			p.MoreViolations = append(p.MoreViolations, v.Description)
+		}
+	}
+	p.Problems = problemLines(res, info)
+	for _, o := range res.Overruns {
+		p.Overruns = append(p.Overruns, o.Description)
+	}
+	for _, l := range d.lostUpdates() {
+		p.Lost = append(p.Lost, fmt.Sprintf("%s at %s", l.text(), checker.FormatTime(l.w.inv)))
+	}
+	p.TimelineNotes = tlData.Notes
+	for _, pl := range plots {
+		p.Plots = append(p.Plots, plotView{Title: pl.Title, Caption: pl.Caption, File: pl.File,
+			Src: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(pl.PNG))})
+	}
+	if err := reportTemplate.Execute(buf, p); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func metaRows(m runMeta, res *checker.Result) []kv {
+	rows := []kv{
+		{Key: "lock", Value: orDash(m.Lock)},
+		{Key: "workload", Value: orDash(m.Workload)},
+		{Key: "nemeses", Value: orDash(m.Nemesis)},
+		{Key: "seed", Value: fmt.Sprint(m.Seed)},
+		{Key: "revision", Value: shortRev(m.Revision)},
+		{Key: "clients", Value: fmt.Sprint(m.Clients)},
+		{Key: "keys", Value: fmt.Sprint(m.Keys)},
+		{Key: "ttl", Value: time.Duration(m.TTL).String()},
+	}
+	if m.Guard != "" {
+		rows = append(rows, kv{Key: "guard", Value: m.Guard})
+	}
+	if m.Nodes > 0 {
+		rows = append(rows, kv{Key: "nodes", Value: fmt.Sprint(m.Nodes)})
+	}
+	return append(rows, kv{Key: "started", Value: m.Started})
+}
+
+// evidenceRows say how much the run exercised the lock: what a valid verdict rests on.
+//
+// Issue 8 gives checker.Result the fields Evidence, UnknownReason and DecidedBy; when they land,
+// show them here, first: the checker's own judgement of the evidence, why an unknown verdict is
+// unknown, and which analysis decided. Until then these rows are computed from Stats and Faults.
+func evidenceRows(d *runData, res *checker.Result, info RunInfo) []kv {
+	s := res.Stats
+	var rows []kv
+	var perKey []string
+	for _, k := range slices.Sorted(maps.Keys(s.AcquiresByKey)) {
+		perKey = append(perKey, fmt.Sprintf("%s %d", k, s.AcquiresByKey[k].OK))
+	}
+	okClass := ""
+	if s.Acquires.OK == 0 {
+		okClass = "bad"
+	}
+	rows = append(rows, kv{Key: "ok acquires per key", Value: orDash(strings.Join(perKey, ", ")), Class: okClass})
+	applied := map[string]int{}
+	for _, f := range res.Faults {
+		applied[f.Fault]++
+	}
+	var fs []string
+	for _, k := range slices.Sorted(maps.Keys(applied)) {
+		fs = append(fs, fmt.Sprintf("%s ×%d", k, applied[k]))
+	}
+	faultClass := ""
+	if len(res.Faults) == 0 && d.meta.Nemesis != "" && d.meta.Nemesis != "none" {
+		faultClass = "bad"
+	}
+	rows = append(rows, kv{Key: "faults applied", Value: orDash(strings.Join(fs, ", ")), Class: faultClass})
+	ran := checker.FormatTime(s.Duration)
+	runClass := ""
+	if planned := time.Duration(d.meta.TimeLimit + d.meta.Recovery); planned > 0 {
+		ran += " of " + planned.String() + " planned"
+		if s.Duration < int64(planned)*9/10 {
+			runClass = "warn"
+		}
+	}
+	if info.Interrupted {
+		ran += " (interrupted)"
+		runClass = "warn"
+	}
+	rows = append(rows, kv{Key: "time run", Value: ran, Class: runClass})
+	rows = append(rows,
+		kv{Key: "acquires", Value: fmt.Sprintf("%d ok, %d fail, %d info, %d pending; availability %.1f%%", s.Acquires.OK, s.Acquires.Fail, s.Acquires.Info, s.Acquires.Pending, 100*s.Availability)},
+		kv{Key: "ok inside faults", Value: fmt.Sprintf("%d (%d asked and granted while a fault was surely in effect)", s.OKInFaults, s.OKWhollyInFaults)},
+		kv{Key: "checked", Value: fmt.Sprintf("porcupine %s on %d segments and the interval sweep, in %s", res.Porcupine, res.Segments, res.CheckDuration.Round(time.Millisecond))})
+	return rows
+}
+
+// problemLines are the findings without a timeline: token regressions, the data-level counts,
+// checker errors.
+func problemLines(res *checker.Result, info RunInfo) []string {
+	var out []string
+	for _, e := range res.Errors {
+		out = append(out, "checker error: "+e)
+	}
+	for _, t := range res.TokenRegressions {
+		out = append(out, "token regression: "+t.Description)
+	}
+	if rr := res.Resource; rr != nil {
+		if rr.HasFinal {
+			out = append(out, fmt.Sprintf("counter (guard %s): %d → %d after %d accepted increments: %d lost updates", rr.Guard, rr.Initial, rr.Final, rr.Writes.OK, rr.LostUpdates))
+		}
+		for i, sw := range rr.StaleWrites {
+			if i >= maxStaleTimelines {
+				out = append(out, "stale write: "+sw.Description)
+			}
+		}
+		for _, e := range rr.Errors {
+			out = append(out, "data checker error: "+e)
+		}
+	}
+	if info.Interrupted {
+		out = append(out, "the run was interrupted; this verdict covers the history recorded until then")
+	}
+	return out
+}
+
+func faultLines(fs []checker.FaultWindow) []string {
+	var out []string
+	for _, f := range fs {
+		s := fmt.Sprintf("%s %s [%s, %s]", faultName(f), strings.Join(f.Nodes, " "), checker.FormatTime(f.Start), checker.FormatTime(f.End))
+		if !f.Healed {
+			s += " (not healed)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// fileLinks are the run's files a reader may want, relative to the report.
+func fileLinks(dir string, resource bool) []kv {
+	var out []kv
+	for _, f := range []struct{ name, what string }{
+		{SummaryFile, "the verdict in text"},
+		{ResultsFile, "the verdict and evidence as JSON"},
+		{history.FileName, "every event"},
+		{VisualizationFile, "porcupine's page of the lock model"},
+		{ResourceVisualizationFile, "porcupine's page of the counter model"},
+		{ConfigFile, "the resolved configuration"},
+		{ScheduleFile, "the nemesis plan drawn from the seed"},
+		{LatencyPlotFile, "plot"}, {RatePlotFile, "plot"}, {ClockPlotFile, "plot"},
+	} {
+		// resource.html is written after the report (results.Write), so it is known from the result.
+		_, err := os.Stat(filepath.Join(dir, f.name))
+		if err == nil || (f.name == ResourceVisualizationFile && resource) {
+			out = append(out, kv{Key: f.name, Value: f.what})
+		}
+	}
+	return out
+}
+
+func shortRev(r string) string {
+	// A full git hash (with -dirty, from the Makefile) is shortened as git shows it.
+	if len(r) >= 40 {
+		return r[:12] + r[40:]
+	}
+	return orDash(r)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
