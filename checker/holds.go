@@ -148,8 +148,8 @@ func parse(events []history.Event) *parsed {
 			nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
 			continue
 		}
-		if e.Process == history.HarnessProcess {
-			continue // the run, and the final counter values that belong to the resource check
+		if e.Process == history.HarnessProcess || e.Process == history.SystemProcess {
+			continue // the run, the final counter values (the resource check's) and role changes
 		}
 		processes[e.Process] = struct{}{}
 
