@@ -128,7 +128,7 @@ func (s *sentinelLock) Acquire(ctx context.Context, key string, ttl time.Duratio
 		return nil, indeterminate(fmt.Errorf("SET NX on the master: %w", err))
 	}
 	if !ok {
-		return nil, ErrNotAcquired
+		return nil, ErrHeld
 	}
 	lease := &Lease{Key: key, Value: value, Start: start, Nodes: s.granter()}
 	if s.wait {

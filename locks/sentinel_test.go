@@ -129,8 +129,8 @@ func TestSentinelLocksExcludeAndPromise(t *testing.T) {
 		if !slices.Equal(la.Nodes, []string{"n1"}) {
 			t.Fatalf("%s: granted by %v, want n1", name, la.Nodes)
 		}
-		if _, err := b.Acquire(ctx, key, 2*time.Second); !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
-			t.Fatalf("%s: second acquire: want a definite ErrNotAcquired, got %v", name, err)
+		if _, err := b.Acquire(ctx, key, 2*time.Second); !IsHeld(err) || IsIndeterminate(err) {
+			t.Fatalf("%s: second acquire: want ErrHeld (contention), got %v", name, err)
 		}
 		waitFor(t, 5*time.Second, func() error {
 			leases := probe.Leases(ctx, []string{key})
@@ -166,7 +166,7 @@ func TestSentinelWaitFailsWhenReplicationStalls(t *testing.T) {
 	ctx := context.Background()
 	w := openOn(t, sys, "sentinel-wait", Options{WaitTimeout: 100 * time.Millisecond})
 	_, err := w.Acquire(ctx, "k", 2*time.Second)
-	if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) {
+	if !errors.Is(err, ErrNotAcquired) || IsIndeterminate(err) || IsHeld(err) {
 		t.Fatalf("sentinel-wait with replication stalled: want a definite ErrNotAcquired, got %v", err)
 	}
 	if err := nodeAdmin(t, sys, "n1").Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
