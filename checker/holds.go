@@ -28,6 +28,7 @@ type nemOp struct{ inv, comp int }
 type parsed struct {
 	holds   []hold
 	nemesis []int // indexes of nemesis events, in time order
+	roles   []int // indexes of the system's role changes, in time order
 	nemOps  []nemOp
 	stats   Stats
 	okLat   []int64 // latencies of ok acquires, ns
@@ -148,7 +149,11 @@ func parse(events []history.Event) *parsed {
 			nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
 			continue
 		}
-		if e.Process == history.HarnessProcess || e.Process == history.SystemProcess {
+		if e.Process == history.SystemProcess {
+			p.roles = append(p.roles, i)
+			continue
+		}
+		if e.Process == history.HarnessProcess {
 			continue // the run, the final counter values (the resource check's) and role changes
 		}
 		processes[e.Process] = struct{}{}

@@ -110,9 +110,42 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 	for ; i < len(p.nemesis) && events[p.nemesis[i]].Time <= v.OverlapEnd; i++ {
 		v.Nemesis = append(v.Nemesis, events[p.nemesis[i]])
 	}
+	lastGrant := max(a.Start, b.Start)
+	for _, j := range p.roles {
+		if e := events[j]; e.Time >= from && e.Time <= lastGrant {
+			v.Roles = append(v.Roles, e)
+		}
+	}
 	v.Cause = cause(&v)
 	v.Description = describeViolation(&v)
 	return v
+}
+
+// failoverCause explains two leases granted by different primaries: the faults that hit the first
+// lease's node, and the promotion of the second's in between ("n1 granted p4's lease; failover kill
+// hit n1, and n3, promoted at 14.670s, granted p247's: the promoted replica never had p4's key").
+// Empty when no node of the second lease was promoted in between.
+func failoverCause(v *Violation, first, second *HoldInfo, hitBy map[string][]string) string {
+	for _, e := range v.Roles {
+		for _, n := range second.Nodes {
+			if e.Roles[n] != "primary" {
+				continue
+			}
+			var hits []string
+			for _, f := range first.Nodes {
+				for _, h := range hitBy[f] {
+					hits = append(hits, h+" hit "+f)
+				}
+			}
+			what := "no fault hit " + strings.Join(first.Nodes, " ")
+			if len(hits) > 0 {
+				what = strings.Join(hits, ", ")
+			}
+			return fmt.Sprintf("%s granted p%d's lease; %s, and %s, promoted to primary at %s, granted p%d's: the promoted node never had p%d's key",
+				strings.Join(first.Nodes, " "), first.Process, what, n, FormatTime(e.Time), second.Process, first.Process)
+		}
+	}
+	return ""
 }
 
 // cause names the nodes that granted both leases and the faults that hit them between the earlier
@@ -179,6 +212,9 @@ func cause(v *Violation) string {
 		}
 	}
 	if len(both) == 0 {
+		if c := failoverCause(v, first, second, hitBy); c != "" {
+			return c
+		}
 		return fmt.Sprintf("p%d and p%d were granted by disjoint nodes (%s and %s)", first.Process, second.Process, strings.Join(first.Nodes, " "), strings.Join(second.Nodes, " "))
 	}
 	if len(unexplained) > 0 {

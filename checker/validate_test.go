@@ -154,3 +154,40 @@ func TestValidationAcceptsRolesAndFailovers(t *testing.T) {
 		t.Fatal("no result")
 	}
 }
+
+// Two leases from two primaries across a failover: the cause names the fault on the first primary
+// and the promotion of the second, from the system's role change.
+func TestFailoverViolationNamesThePromotion(t *testing.T) {
+	r, err := checkText(
+		strings.Replace(planRun, `"lock":"single"`, `"lock":"sentinel"`, 1),
+		`{"index":1,"time":10,"type":"invoke","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":2,"time":20,"type":"info","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1"],"fault":"failover","effect":"fault"}`,
+		`{"index":3,"time":30,"type":"invoke","process":0,"f":"acquire","key":"k"}`,
+		`{"index":4,"time":40,"type":"ok","process":0,"f":"acquire","key":"k","value":"a","deadline":900000,"nodes":["n1"]}`,
+		`{"index":5,"time":50,"type":"invoke","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":6,"time":60,"type":"info","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":7,"time":2500,"type":"info","process":-3,"f":"role","nodes":["n1","n2"],"roles":{"n1":"replica","n2":"primary"},"note":"+switch-master from s1: lockpick n1 n2"}`,
+		`{"index":8,"time":2600,"type":"invoke","process":1,"f":"acquire","key":"k"}`,
+		`{"index":9,"time":2700,"type":"ok","process":1,"f":"acquire","key":"k","value":"b","deadline":900000,"nodes":["n2"]}`,
+		`{"index":10,"time":3000,"type":"invoke","process":0,"f":"release","key":"k","value":"a"}`,
+		`{"index":11,"time":3100,"type":"fail","process":0,"f":"release","key":"k","value":"a"}`,
+		`{"index":12,"time":3200,"type":"invoke","process":1,"f":"release","key":"k","value":"b"}`,
+		`{"index":13,"time":3300,"type":"ok","process":1,"f":"release","key":"k","value":"b"}`,
+		`{"index":14,"time":6000,"type":"ok","process":-2,"f":"run"}`,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Valid != Invalid || len(r.Violations) != 1 {
+		t.Fatalf("valid %v with %d violations, want one violation", r.Valid, len(r.Violations))
+	}
+	v := r.Violations[0]
+	for _, want := range []string{"n1 granted p0's lease", "failover kill hit n1", "n2, promoted to primary at", "granted p1's"} {
+		if !strings.Contains(v.Cause, want) {
+			t.Errorf("cause %q lacks %q", v.Cause, want)
+		}
+	}
+	if len(v.Roles) != 1 || v.Roles[0].Roles["n2"] != "primary" {
+		t.Errorf("violation's role changes %v, want n2's promotion", v.Roles)
+	}
+}

@@ -63,10 +63,13 @@ type Failover struct {
 	hit    string          // the primary the fault in progress took away; "" when skipped
 	killed map[string]bool // nodes killed and not yet started
 	paused map[string]bool
+	// died are nodes killed since the links to them were stalled: those links' connections are
+	// dead at the far end, and removing the stall resets them.
+	died map[string]bool
 }
 
 func buildFailover(env Env, p *Params) (Nemesis, error) {
-	f := &Failover{Env: env, toxics: toxicSet{links: env.Links}, killed: map[string]bool{}, paused: map[string]bool{}}
+	f := &Failover{Env: env, toxics: toxicSet{links: env.Links}, killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
 	f.Stall = p.Share("stall", 1)
 	f.Wait = p.Duration("wait", 2*env.TTL)
@@ -258,16 +261,29 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 	var errs []error
 	switch verb {
 	case "stall", "isolate":
+		if verb == "stall" {
+			f.mu.Lock()
+			clear(f.died) // a new fault: no node has died behind these links yet
+			f.mu.Unlock()
+		}
 		for _, from := range slices.Sorted(maps.Keys(cuts)) {
 			for _, to := range cuts[from] {
 				errs = append(errs, f.toxics.add(from, to, links.Stall(verb)))
 			}
 		}
 	case "unstall", "rejoin", "heal":
+		f.mu.Lock()
+		died := maps.Clone(f.died)
+		f.mu.Unlock()
 		for _, from := range slices.Sorted(maps.Keys(cuts)) {
 			for _, to := range cuts[from] {
-				errs = append(errs, f.toxics.remove(ctx, from, to))
+				errs = append(errs, f.toxics.removeAndReset(ctx, from, to, died[to] || died[from]))
 			}
+		}
+		if len(f.toxics.inPlace()) == 0 {
+			f.mu.Lock()
+			clear(f.died)
+			f.mu.Unlock()
 		}
 	case "kill", "start", "stop", "cont":
 		for _, n := range op.Nodes {
@@ -286,6 +302,7 @@ func (f *Failover) process(ctx context.Context, verb, n string) error {
 	switch verb {
 	case "kill":
 		f.killed[n] = true
+		f.died[n] = true
 		delete(f.paused, n) // a killed process is no longer stopped
 		return f.Env.Cluster.Kill(n)
 	case "start":

@@ -80,9 +80,23 @@ func (s *toxicSet) add(group, node string, toxics []links.Toxic) error {
 
 // remove takes every toxic this set placed off the link from group to node.
 func (s *toxicSet) remove(ctx context.Context, group, node string) error {
+	return s.removeAndReset(ctx, group, node, false)
+}
+
+// removeAndReset is remove; with reset (the node behind the link died while the toxics held its
+// connections), it renews the link instead: its connections close and its toxics go at once (see
+// links.Set.Renew).
+func (s *toxicSet) removeAndReset(ctx context.Context, group, node string, reset bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := group + "->" + node
+	if ps := s.placed[name]; reset && len(ps) > 0 {
+		if err := s.links.Renew(ps[0].link); err != nil {
+			return err
+		}
+		delete(s.placed, name)
+		return nil
+	}
 	var errs []error
 	var left []placedToxic
 	for _, p := range s.placed[name] {
