@@ -1,6 +1,6 @@
-// Package harness is the run loop: it builds the cluster and its links, starts the processes and the
-// nemesis, records the history, stops at the time limit, heals, lets the cluster recover, checks the
-// history and stores the run.
+// Package harness is the run loop: it starts the system the lock needs (its nodes, roles and links),
+// starts the processes and the nemesis, records the history with the system's role changes, stops
+// at the time limit, heals, lets the system recover, checks the history and stores the run.
 package harness
 
 import (

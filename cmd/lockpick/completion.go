@@ -13,6 +13,7 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
@@ -36,6 +37,7 @@ func addCompletions(root *cobra.Command) {
 		"workload":    fixed(harness.Workloads()),
 		"guard":       fixed(guards),
 		"persistence": fixed(persistence),
+		"system":      fixed(systems.Names()),
 	}
 	for _, cmd := range root.Commands() {
 		for name, fn := range flags {
