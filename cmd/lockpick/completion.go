@@ -13,8 +13,8 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
-	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // completeFunc is cobra's completion callback.
