@@ -158,10 +158,12 @@ func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
 }
 
 // Names lists the implementations New knows.
-func Names() []string { return []string{"fenced", "redlock", "sentinel", "sentinel-wait", "single"} }
+func Names() []string {
+	return []string{"fenced", "redlock", "sentinel", "sentinel-fenced", "sentinel-wait", "single"}
+}
 
 // GivesTokens reports whether the named lock hands out fencing tokens.
-func GivesTokens(name string) bool { return name == "fenced" }
+func GivesTokens(name string) bool { return name == "fenced" || name == "sentinel-fenced" }
 
 // New builds the named lock over the given nodes.
 func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
@@ -177,9 +179,11 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 	case "fenced":
 		return newFenced(nodes[0], opts), nil
 	case "sentinel":
-		return newSentinel(nodes, opts, false)
+		return newSentinel(nodes, opts, false, false)
+	case "sentinel-fenced":
+		return newSentinel(nodes, opts, false, true)
 	case "sentinel-wait":
-		return newSentinel(nodes, opts, true)
+		return newSentinel(nodes, opts, true, false)
 	}
 	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }

@@ -20,12 +20,16 @@ import (
 //
 // With wait set (sentinel-wait) an acquire that got the key then sends WAIT numreplicas timeout on
 // the same connection, and when fewer replicas acknowledged, releases the key and fails, as
-// Redisson does by default. WAIT makes the key's loss less likely, not impossible: the
+// Redisson does by default. With fenced (sentinel-fenced) the SET and an INCR of the key's token
+// counter run in one script on the master, as the fenced lock does on its node: the tokens increase
+// only while the master keeps its data, and a failover to a replica that missed the last INCRs hands
+// out a token again. WAIT makes the key's loss less likely, not impossible: the
 // acknowledgement is the replicas' receipt, not a promise that the one the sentinels promote has it.
 type sentinelLock struct {
 	client *redis.Client
 	opts   Options
 	wait   bool
+	fenced bool
 	// replicas is what WAIT asks for.
 	replicas int
 	// master is the data node this client last connected to: the master its connections lead to,
@@ -34,7 +38,7 @@ type sentinelLock struct {
 	master atomic.Value
 }
 
-func newSentinel(eps []Endpoint, o Options, wait bool) (*sentinelLock, error) {
+func newSentinel(eps []Endpoint, o Options, wait, fenced bool) (*sentinelLock, error) {
 	var sentinels []string
 	route := map[string]Endpoint{} // known address -> the node and this client's link to it
 	replicas := 0
@@ -54,7 +58,7 @@ func newSentinel(eps []Endpoint, o Options, wait bool) (*sentinelLock, error) {
 		replicas = o.WaitReplicas
 	}
 	dialer := &net.Dialer{Timeout: o.NodeTimeout}
-	s := &sentinelLock{opts: o, wait: wait, replicas: replicas}
+	s := &sentinelLock{opts: o, wait: wait, fenced: fenced, replicas: replicas}
 	s.master.Store("")
 	s.client = redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:    systems.MasterName,
@@ -118,19 +122,20 @@ func (s *sentinelLock) Acquire(ctx context.Context, key string, ttl time.Duratio
 	start := time.Now()
 	conn := s.client.Conn()
 	defer conn.Close()
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
-	ok, err := conn.SetNX(rctx, key, value, ttl).Result()
-	cancel()
+	token, err := s.set(ctx, conn, key, value, ttl)
 	if err != nil {
 		if refused(err) {
 			return nil, fmt.Errorf("%w: the master refused SET NX: %v", ErrNotAcquired, err)
 		}
 		return nil, indeterminate(fmt.Errorf("SET NX on the master: %w", err))
 	}
-	if !ok {
+	if token == 0 {
 		return nil, ErrHeld
 	}
 	lease := &Lease{Key: key, Value: value, Start: start, Nodes: s.granter()}
+	if s.fenced {
+		lease.Token = token
+	}
 	if s.wait {
 		if err := s.waitReplicas(ctx, conn, ttl); err != nil {
 			// The client gives the lock up, as Redisson does: it will not act on it.
@@ -146,6 +151,25 @@ func (s *sentinelLock) Acquire(ctx context.Context, key string, ttl time.Duratio
 	}
 	lease.Validity = lease.Deadline.Sub(now)
 	return lease, nil
+}
+
+// set sets key on the master if it is free, and returns 0 when it is taken: otherwise 1, or with
+// fenced the key's next token from the same script.
+func (s *sentinelLock) set(ctx context.Context, conn *redis.Conn, key, value string, ttl time.Duration) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	defer cancel()
+	if s.fenced {
+		token, err := fencedAcquireScript.Run(rctx, conn, []string{key, TokenKey(key)}, value, ttl.Milliseconds()).Int64()
+		if errors.Is(err, redis.Nil) {
+			return 0, nil
+		}
+		return token, err
+	}
+	ok, err := conn.SetNX(rctx, key, value, ttl).Result()
+	if err != nil || !ok {
+		return 0, err
+	}
+	return 1, nil
 }
 
 // waitReplicas sends WAIT on the connection that set the key (WAIT counts that connection's writes)

@@ -129,6 +129,9 @@ func TestSentinelLocksExcludeAndPromise(t *testing.T) {
 		if !slices.Equal(la.Nodes, []string{"n1"}) {
 			t.Fatalf("%s: granted by %v, want n1", name, la.Nodes)
 		}
+		if (la.Token > 0) != GivesTokens(name) {
+			t.Fatalf("%s: token %d, gives tokens: %v", name, la.Token, GivesTokens(name))
+		}
 		if _, err := b.Acquire(ctx, key, 2*time.Second); !IsHeld(err) || IsIndeterminate(err) {
 			t.Fatalf("%s: second acquire: want ErrHeld (contention), got %v", name, err)
 		}
@@ -142,8 +145,12 @@ func TestSentinelLocksExcludeAndPromise(t *testing.T) {
 		if err := a.Release(ctx, la); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if _, err := b.Acquire(ctx, key, 2*time.Second); err != nil {
+		lb, err := b.Acquire(ctx, key, 2*time.Second)
+		if err != nil {
 			t.Fatalf("%s: acquire after release: %v", name, err)
+		}
+		if GivesTokens(name) && lb.Token <= la.Token {
+			t.Fatalf("%s: token %d after %d: tokens must increase", name, lb.Token, la.Token)
 		}
 	}
 }

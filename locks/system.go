@@ -28,7 +28,7 @@ func NeedsOf(name string) (Needs, error) {
 		return Needs{System: "redis-masters", Nodes: 1}, nil
 	case "redlock":
 		return Needs{System: "redis-masters", Nodes: 5}, nil
-	case "sentinel", "sentinel-wait":
+	case "sentinel", "sentinel-fenced", "sentinel-wait":
 		return Needs{System: "redis-sentinel"}, nil
 	}
 	return Needs{}, Validate(name)
