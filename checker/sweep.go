@@ -110,9 +110,10 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 	for ; i < len(p.nemesis) && events[p.nemesis[i]].Time <= v.OverlapEnd; i++ {
 		v.Nemesis = append(v.Nemesis, events[p.nemesis[i]])
 	}
-	lastGrant := max(a.Start, b.Start)
+	// The system announces a promotion once it has polled its sentinels, which can be after the
+	// promoted node granted its first lease: the changes up to the end of the overlap count.
 	for _, j := range p.roles {
-		if e := events[j]; e.Time >= from && e.Time <= lastGrant {
+		if e := events[j]; e.Time >= from && e.Time <= v.OverlapEnd {
 			v.Roles = append(v.Roles, e)
 		}
 	}
@@ -122,8 +123,8 @@ func explain(events []history.Event, p *parsed, pr pair) Violation {
 }
 
 // failoverCause explains two leases granted by different primaries: the faults that hit the first
-// lease's node, and the promotion of the second's in between ("n1 granted p4's lease; failover kill
-// hit n1, and n3, promoted at 14.670s, granted p247's: the promoted replica never had p4's key").
+// lease's node, and the promotion of the second's ("n1 granted p4's lease; failover kill hit n1; n3
+// was promoted to primary (announced at 14.670s) and granted p247's at 14.623s: ...").
 // Empty when no node of the second lease was promoted in between.
 func failoverCause(v *Violation, first, second *HoldInfo, hitBy map[string][]string) string {
 	for _, e := range v.Roles {
@@ -141,8 +142,8 @@ func failoverCause(v *Violation, first, second *HoldInfo, hitBy map[string][]str
 			if len(hits) > 0 {
 				what = strings.Join(hits, ", ")
 			}
-			return fmt.Sprintf("%s granted p%d's lease; %s, and %s, promoted to primary at %s, granted p%d's: the promoted node never had p%d's key",
-				strings.Join(first.Nodes, " "), first.Process, what, n, FormatTime(e.Time), second.Process, first.Process)
+			return fmt.Sprintf("%s granted p%d's lease; %s; %s was promoted to primary (announced at %s) and granted p%d's at %s: the promoted node never had p%d's key",
+				strings.Join(first.Nodes, " "), first.Process, what, n, FormatTime(e.Time), second.Process, FormatTime(second.Start), first.Process)
 		}
 	}
 	return ""
