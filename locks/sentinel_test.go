@@ -203,10 +203,14 @@ func TestSentinelLockFollowsAFailover(t *testing.T) {
 		lease, err = l.Acquire(ctx, "after", 5*time.Second)
 		return err
 	})
-	primary := systems.WithRole(sys.Roles(), systems.RolePrimary)
-	if len(primary) != 1 || primary[0] == "n1" || !slices.Equal(lease.Nodes, primary) {
-		t.Fatalf("lease granted by %v, the system's primary is %v", lease.Nodes, primary)
-	}
+	// The system's view follows the sentinels by polling them, a moment after the lock did.
+	waitFor(t, 5*time.Second, func() error {
+		primary := systems.WithRole(sys.Roles(), systems.RolePrimary)
+		if len(primary) != 1 || primary[0] == "n1" || !slices.Equal(lease.Nodes, primary) {
+			return fmt.Errorf("lease granted by %v, the system's primary is %v", lease.Nodes, primary)
+		}
+		return nil
+	})
 }
 
 // With min-replicas-to-write the primary refuses the lock once its replicas fall silent: a definite
