@@ -28,6 +28,7 @@ type nemOp struct{ inv, comp int }
 type parsed struct {
 	holds   []hold
 	nemesis []int // indexes of nemesis events, in time order
+	roles   []int // indexes of the system's role changes, in time order
 	nemOps  []nemOp
 	stats   Stats
 	okLat   []int64 // latencies of ok acquires, ns
@@ -170,6 +171,10 @@ func (pr *parser) event(i int) {
 		}
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
+		return
+	}
+	if e.Process == history.SystemProcess {
+		p.roles = append(p.roles, i)
 		return
 	}
 	if e.Process == history.HarnessProcess {

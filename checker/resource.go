@@ -524,9 +524,12 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 					}
 				}
 			}
-			if len(hits) > 0 {
+			switch promoted := promotionCause(st, p, a, h); {
+			case promoted != "":
+				tr.Cause = promoted
+			case len(hits) > 0:
 				tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.Nodes, " "))
-			} else {
+			default:
 				tr.Cause = "no fault hit " + strings.Join(h.Nodes, " ") + " in between: the lock itself handed out a lower token"
 			}
 			tr.Description = fmt.Sprintf("key %s: p%d got token %d at %s after p%d had got token %d at %s; %s",
@@ -535,6 +538,44 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 		}
 	}
 	return count, out
+}
+
+// promotionCause explains a token that went back because another node became the primary between
+// the two acquires (a failover): the counter there missed the INCRs the earlier primary made. Empty
+// when the later token's node was not promoted in between. The system announces a promotion after
+// polling its sentinels (every 250 ms at most, at once on their announcements), so a promotion
+// announced up to announceLag after the later grant counts.
+func promotionCause(st *store, p *parsed, a, h *hold) string {
+	const announceLag = int64(time.Second)
+	if slices.Equal(a.Nodes, h.Nodes) {
+		return ""
+	}
+	for _, ri := range p.roles {
+		e := st.at(ri)
+		if e.Time < a.Invoke || e.Time > h.Start+announceLag {
+			continue
+		}
+		for _, n := range h.Nodes {
+			if e.Roles[n] != "primary" {
+				continue
+			}
+			var hits []string
+			for _, ni := range p.nemesis {
+				f := st.at(ni)
+				if f.Type == history.Invoke && f.Effect == history.EffectFault && f.Time >= a.Invoke && f.Time <= h.Start &&
+					slices.ContainsFunc(f.Nodes, func(x string) bool { return slices.Contains(a.Nodes, x) }) {
+					hits = append(hits, describeNemesisEvent(*f, nil))
+				}
+			}
+			what := "no fault hit " + strings.Join(a.Nodes, " ")
+			if len(hits) > 0 {
+				what = strings.Join(hits, ", ")
+			}
+			return fmt.Sprintf("%s gave the earlier token; %s; %s was promoted to primary (announced at %s) and its token counter had not seen %s's last increments",
+				strings.Join(a.Nodes, " "), what, n, FormatTime(e.Time), strings.Join(a.Nodes, " "))
+		}
+	}
+	return ""
 }
 
 // resSegment is one cut of the counter history and porcupine's verdict on it.

@@ -212,3 +212,30 @@ func TestCounterSegments(t *testing.T) {
 		}
 	}
 }
+
+// A token that goes back across a failover: the cause names the kill of the earlier primary and the
+// promotion of the later one, announced just after its grant.
+func TestTokenRegressionAcrossAFailoverNamesThePromotion(t *testing.T) {
+	h := &counterHist{guard: "fencing"}
+	h.cycle(0, 0, 10, 7, 0, 2, history.OK)
+	h.add(history.Event{Time: 5, Type: history.Invoke, Process: history.NemesisProcess, F: "kill", Fault: "failover", Effect: history.EffectFault, Nodes: []string{"n1"}, Roles: map[string]string{"n1": "primary"}})
+	h.add(history.Event{Time: 6, Type: history.Info, Process: history.NemesisProcess, F: "kill", Fault: "failover", Effect: history.EffectFault, Nodes: []string{"n1"}})
+	h.cycle(1, 10, 10, 7, 1, 12, history.Fail)
+	for i := range h.evs {
+		if e := &h.evs[i]; e.Process == 1 && e.F == history.FAcquire && e.Type == history.OK {
+			e.Nodes = []string{"n2"}
+		}
+	}
+	h.add(history.Event{Time: 11, Type: history.Info, Process: history.SystemProcess, F: history.FRole, Nodes: []string{"n1", "n2"}, Roles: map[string]string{"n1": "replica", "n2": "primary"}, Note: "roles: n2 primary, n1 replica"})
+	h.final(20, 1)
+	r := mustCheckCounter(t, h.evs)
+	if len(r.TokenRegressions) != 1 {
+		t.Fatalf("want one token regression:\n%s", r.Summary())
+	}
+	c := r.TokenRegressions[0].Cause
+	for _, want := range []string{"n1 gave the earlier token", "kill n1", "n2 was promoted to primary", "had not seen n1's last increments"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("cause %q lacks %q", c, want)
+		}
+	}
+}

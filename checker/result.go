@@ -100,6 +100,9 @@ type Violation struct {
 	Overlap      int64 `json:"overlap"`
 	// Nemesis are the nemesis events from the earlier acquire invoke to the end of the overlap.
 	Nemesis []history.Event `json:"nemesis"`
+	// Roles are the system's role changes (a failover) from the earlier acquire invoke to the end of
+	// the overlap.
+	Roles []history.Event `json:"roles,omitempty"`
 	// Cause says which fault let the second client in: the nodes that granted both leases and what hit
 	// them in between, or that nothing did.
 	Cause string `json:"cause,omitempty"`

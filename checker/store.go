@@ -137,7 +137,7 @@ func (s *store) settle() {
 
 // keptForGood: events the steps after the first pass walk again.
 func keptForGood(e *history.Event) bool {
-	return e.Process == history.NemesisProcess || e.Process == history.HarnessProcess || isResourceOp(e.F)
+	return e.Process == history.NemesisProcess || e.Process == history.HarnessProcess || e.Process == history.SystemProcess || isResourceOp(e.F)
 }
 
 func isResourceOp(f string) bool {

@@ -110,9 +110,43 @@ func explain(st *store, p *parsed, pr pair) Violation {
 	for ; i < len(p.nemesis) && st.at(p.nemesis[i]).Time <= v.OverlapEnd; i++ {
 		v.Nemesis = append(v.Nemesis, *st.at(p.nemesis[i]))
 	}
+	// The system announces a promotion once it has polled its sentinels, which can be after the
+	// promoted node granted its first lease: the changes up to the end of the overlap count.
+	for _, j := range p.roles {
+		if e := st.at(j); e.Time >= from && e.Time <= v.OverlapEnd {
+			v.Roles = append(v.Roles, *e)
+		}
+	}
 	v.Cause = cause(&v)
 	v.Description = describeViolation(&v)
 	return v
+}
+
+// failoverCause explains two leases granted by different primaries: the faults that hit the first
+// lease's node, and the promotion of the second's ("n1 granted p4's lease; failover kill hit n1; n3
+// was promoted to primary (announced at 14.670s) and granted p247's at 14.623s: ...").
+// Empty when no node of the second lease was promoted in between.
+func failoverCause(v *Violation, first, second *HoldInfo, hitBy map[string][]string) string {
+	for _, e := range v.Roles {
+		for _, n := range second.Nodes {
+			if e.Roles[n] != "primary" {
+				continue
+			}
+			var hits []string
+			for _, f := range first.Nodes {
+				for _, h := range hitBy[f] {
+					hits = append(hits, h+" hit "+f)
+				}
+			}
+			what := "no fault hit " + strings.Join(first.Nodes, " ")
+			if len(hits) > 0 {
+				what = strings.Join(hits, ", ")
+			}
+			return fmt.Sprintf("%s granted p%d's lease; %s; %s was promoted to primary (announced at %s) and granted p%d's at %s: the promoted node never had p%d's key",
+				strings.Join(first.Nodes, " "), first.Process, what, n, FormatTime(e.Time), second.Process, FormatTime(second.Start), first.Process)
+		}
+	}
+	return ""
 }
 
 // cause names the nodes that granted both leases and the faults that hit them between the earlier
@@ -179,6 +213,9 @@ func cause(v *Violation) string {
 		}
 	}
 	if len(both) == 0 {
+		if c := failoverCause(v, first, second, hitBy); c != "" {
+			return c
+		}
 		return fmt.Sprintf("p%d and p%d were granted by disjoint nodes (%s and %s)", first.Process, second.Process, strings.Join(first.Nodes, " "), strings.Join(second.Nodes, " "))
 	}
 	if len(unexplained) > 0 {

@@ -2,7 +2,9 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -36,6 +38,9 @@ type runInfo struct {
 //     completion following an invoke of the same operation; the nemesis (-1) may run several
 //     operations at once, each invoke a fault or a heal and each completion matching an invoke of
 //     the same operation (and effect, if it names one); the harness (-2) does run and final;
+//   - the system (-3) announces role changes only, as info events whose roles name their nodes; a
+//     nemesis event may name the roles its nodes had, with known roles only, and nothing else
+//     carries roles or a note;
 //   - there is one run: its invoke, if any, is the first event and carries a sane plan (no
 //     negative durations, keys named once), nothing follows its completion, which is ok or info,
 //     and every acquire names a key of the plan;
@@ -109,8 +114,14 @@ func (v *validator) event(i int) error {
 		err = v.nemesisEvent(i)
 	case e.Process == history.HarnessProcess:
 		err = v.harness(i)
+	case e.Process == history.SystemProcess:
+		err = v.system(i)
 	default:
-		err = v.fail(i, "unknown process %d: clients are numbered from 0, the nemesis is %d and the harness %d", e.Process, history.NemesisProcess, history.HarnessProcess)
+		err = v.fail(i, "unknown process %d: clients are numbered from 0, the nemesis is %d, the harness %d and the system %d",
+			e.Process, history.NemesisProcess, history.HarnessProcess, history.SystemProcess)
+	}
+	if err == nil {
+		err = v.roles(i)
 	}
 	v.lastOf[e.Process] = lastEvent{i, e.Time}
 	return err
@@ -260,6 +271,50 @@ func (v *validator) harness(i int) error {
 		v.final = -1
 	default:
 		return v.fail(i, "the harness (process %d): unknown operation %q: its operations are run and final", history.HarnessProcess, e.F)
+	}
+	return nil
+}
+
+// system checks an announcement of the system under test: a role change, one info event with the
+// nodes whose role changed and their new roles, and nothing a client or the nemesis would carry.
+func (v *validator) system(i int) error {
+	e := v.st.at(i)
+	switch {
+	case e.F != history.FRole:
+		return v.fail(i, "the system (process %d): unknown operation %q: it announces role changes (%q) only", history.SystemProcess, e.F, history.FRole)
+	case e.Type != history.Info:
+		return v.fail(i, "the system's role change is %s: it is an info event, with no invoke before it", e.Type)
+	case len(e.Nodes) == 0 || len(e.Roles) != len(e.Nodes):
+		return v.fail(i, "the system's role change names nodes %q with roles %v: every node whose role changed has its new role", e.Nodes, e.Roles)
+	case e.Key != "" || e.Value != "" || e.Effect != "" || e.Fault != "" || e.Plan != nil:
+		return v.fail(i, "the system's role change carries a key, value, effect, fault or plan: it names nodes, roles and a note only")
+	}
+	return nil
+}
+
+// knownRoles are the roles a node can have (systems.Role; the checker reads histories only).
+var knownRoles = []string{"master", "primary", "replica", "sentinel"}
+
+// roles checks the roles and note an event may carry: roles name the event's own nodes, on nemesis
+// events (the role each had then) and role changes; a note belongs to a role change.
+func (v *validator) roles(i int) error {
+	e := v.st.at(i)
+	if e.Note != "" && e.Process != history.SystemProcess {
+		return v.fail(i, "process %d's event carries a note: only the system's role changes (process %d) do", e.Process, history.SystemProcess)
+	}
+	if len(e.Roles) == 0 {
+		return nil
+	}
+	if e.Process != history.NemesisProcess && e.Process != history.SystemProcess {
+		return v.fail(i, "process %d's event carries roles: only nemesis events and the system's role changes do", e.Process)
+	}
+	for _, n := range slices.Sorted(maps.Keys(e.Roles)) {
+		if !slices.Contains(e.Nodes, n) {
+			return v.fail(i, "the event gives node %s a role but its nodes are %q: roles name the event's own nodes", n, e.Nodes)
+		}
+		if !slices.Contains(knownRoles, e.Roles[n]) {
+			return v.fail(i, "node %s has unknown role %q: a role is one of %s", n, e.Roles[n], strings.Join(knownRoles, ", "))
+		}
 	}
 	return nil
 }

@@ -58,7 +58,16 @@ func TestValidationNamesTheLine(t *testing.T) {
 		{"key outside the plan", []string{planRun, `{"index":1,"time":1,"type":"invoke","process":0,"f":"acquire","key":"other"}`}, 2, `not among the plan's keys`},
 		{"negative plan", []string{strings.Replace(planRun, `"time_limit":5000`, `"time_limit":-1`, 1)}, 1, "time_limit is negative"},
 		{"harness op", []string{`{"index":0,"time":1,"type":"invoke","process":-2,"f":"acquire"}`}, 1, `unknown operation "acquire": its operations are run and final`},
-		{"unknown process", []string{`{"index":0,"time":1,"type":"invoke","process":-3,"f":"acquire"}`}, 1, "unknown process -3"},
+		{"unknown process", []string{`{"index":0,"time":1,"type":"invoke","process":-4,"f":"acquire"}`}, 1, "unknown process -4"},
+		{"system op", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"acquire"}`}, 1, `the system (process -3): unknown operation "acquire"`},
+		{"system invoke", []string{`{"index":0,"time":1,"type":"invoke","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "it is an info event"},
+		{"role change without roles", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"]}`}, 1, "every node whose role changed has its new role"},
+		{"role of another node", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n3":"primary"}}`}, 1, "gives node n3 a role but its nodes are"},
+		{"unknown role", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"leader"}}`}, 1, `node n2 has unknown role "leader"`},
+		{"role change with a key", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","key":"k","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "names nodes, roles and a note only"},
+		{"client with roles", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","nodes":["n1"],"roles":{"n1":"primary"}}`}, 1, "process 0's event carries roles"},
+		{"nemesis with a note", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"note":"x"}`}, 1, "carries a note"},
+		{"nemesis role of another node", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"roles":{"n2":"primary"}}`}, 1, "gives node n2 a role"},
 		{"key changes", []string{lAcq, strings.Replace(lAcqOK, `"key":"k"`, `"key":"j"`, 1)}, 2, `completed for key "j"`},
 	}
 	for _, c := range cases {
@@ -116,5 +125,69 @@ func TestUnknownOperationCannotHideAnOverlap(t *testing.T) {
 	}
 	if _, err := checkText(lines...); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("want an error naming line 3, got %v", err)
+	}
+}
+
+// A Sentinel failover's history validates: nemesis events naming roles, stalls and isolations of
+// links, and the system's role change (process -3) between them; the role change is no client and
+// grants no hold.
+func TestValidationAcceptsRolesAndFailovers(t *testing.T) {
+	r, err := checkText(
+		strings.Replace(planRun, `"lock":"single"`, `"lock":"sentinel"`, 1),
+		`{"index":1,"time":10,"type":"invoke","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1","n2","n3"],"roles":{"n1":"primary","n2":"replica","n3":"replica"},"fault":"failover","effect":"fault"}`,
+		`{"index":2,"time":20,"type":"info","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1","n2","n3"],"fault":"failover","effect":"fault"}`,
+		strings.Replace(strings.Replace(lAcq, `"index":0`, `"index":3`, 1), `"time":1000`, `"time":30`, 1),
+		strings.Replace(strings.Replace(lAcqOK, `"index":1`, `"index":4`, 1), `"deadline":900000`, `"deadline":900000,"nodes":["n1"]`, 1),
+		`{"index":5,"time":2100,"type":"invoke","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":6,"time":2200,"type":"info","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":7,"time":2300,"type":"info","process":-3,"f":"role","nodes":["n1","n2"],"roles":{"n1":"replica","n2":"primary"},"note":"+switch-master from s1: lockpick n1 n2; roles: n2 primary, n1 replica"}`,
+		`{"index":8,"time":2400,"type":"invoke","process":-1,"f":"isolate s1/n2 s2/n2 s3/n2","nodes":["n2","s1","s2","s3"],"roles":{"n2":"primary","s1":"sentinel","s2":"sentinel","s3":"sentinel"},"fault":"failover","effect":"fault"}`,
+		`{"index":9,"time":2500,"type":"info","process":-1,"f":"isolate s1/n2 s2/n2 s3/n2","nodes":["n2","s1","s2","s3"],"fault":"failover","effect":"fault"}`,
+		strings.Replace(strings.Replace(lRel, `"index":2`, `"index":10`, 1), `"time":3000`, `"time":3000`, 1),
+		strings.Replace(lRelOK, `"index":3`, `"index":11`, 1),
+		`{"index":12,"time":6000,"type":"ok","process":-2,"f":"run"}`,
+	)
+	if err != nil {
+		t.Fatalf("a failover's history is refused: %v", err)
+	}
+	if r == nil {
+		t.Fatal("no result")
+	}
+}
+
+// Two leases from two primaries across a failover: the cause names the fault on the first primary
+// and the promotion of the second, from the system's role change.
+func TestFailoverViolationNamesThePromotion(t *testing.T) {
+	r, err := checkText(
+		strings.Replace(planRun, `"lock":"single"`, `"lock":"sentinel"`, 1),
+		`{"index":1,"time":10,"type":"invoke","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":2,"time":20,"type":"info","process":-1,"f":"stall n2/n1 n3/n1","nodes":["n1"],"fault":"failover","effect":"fault"}`,
+		`{"index":3,"time":30,"type":"invoke","process":0,"f":"acquire","key":"k"}`,
+		`{"index":4,"time":40,"type":"ok","process":0,"f":"acquire","key":"k","value":"a","deadline":900000,"nodes":["n1"]}`,
+		`{"index":5,"time":50,"type":"invoke","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":6,"time":60,"type":"info","process":-1,"f":"kill","nodes":["n1"],"roles":{"n1":"primary"},"fault":"failover","effect":"fault"}`,
+		`{"index":7,"time":2500,"type":"info","process":-3,"f":"role","nodes":["n1","n2"],"roles":{"n1":"replica","n2":"primary"},"note":"+switch-master from s1: lockpick n1 n2"}`,
+		`{"index":8,"time":2600,"type":"invoke","process":1,"f":"acquire","key":"k"}`,
+		`{"index":9,"time":2700,"type":"ok","process":1,"f":"acquire","key":"k","value":"b","deadline":900000,"nodes":["n2"]}`,
+		`{"index":10,"time":3000,"type":"invoke","process":0,"f":"release","key":"k","value":"a"}`,
+		`{"index":11,"time":3100,"type":"fail","process":0,"f":"release","key":"k","value":"a"}`,
+		`{"index":12,"time":3200,"type":"invoke","process":1,"f":"release","key":"k","value":"b"}`,
+		`{"index":13,"time":3300,"type":"ok","process":1,"f":"release","key":"k","value":"b"}`,
+		`{"index":14,"time":6000,"type":"ok","process":-2,"f":"run"}`,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Valid != Invalid || len(r.Violations) != 1 {
+		t.Fatalf("valid %v with %d violations, want one violation", r.Valid, len(r.Violations))
+	}
+	v := r.Violations[0]
+	for _, want := range []string{"n1 granted p0's lease", "failover kill hit n1", "n2 was promoted to primary (announced at", "granted p1's at"} {
+		if !strings.Contains(v.Cause, want) {
+			t.Errorf("cause %q lacks %q", v.Cause, want)
+		}
+	}
+	if len(v.Roles) != 1 || v.Roles[0].Roles["n2"] != "primary" {
+		t.Errorf("violation's role changes %v, want n2's promotion", v.Roles)
 	}
 }

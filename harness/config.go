@@ -1,11 +1,12 @@
-// Package harness is the run loop: it builds the cluster and its links, starts the processes and the
-// nemesis, records the history, stops at the time limit, heals, lets the cluster recover, checks the
-// history and stores the run.
+// Package harness is the run loop: it starts the system the lock needs (its nodes, roles and links),
+// starts the processes and the nemesis, records the history with the system's role changes, stops
+// at the time limit, heals, lets the system recover, checks the history and stores the run.
 package harness
 
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -48,9 +50,17 @@ type Config struct {
 	Workload string `json:"workload"`
 	// Guard is how the counter's resource checks writes: none, fencing or check-and-set.
 	Guard string `json:"guard,omitempty"`
-	// Nodes is the cluster size; zero means 5 for redlock and 1 for single and fenced. Single and
-	// fenced take exactly one node; redlock an odd number of at least 3, unless AllowEvenNodes.
-	Nodes int `json:"nodes"`
+	// System is the system the lock runs on (systems.Names); empty means the one the lock needs
+	// (locks.NeedsOf), and another is refused.
+	System string `json:"system"`
+	// Nodes is the number of masters of redis-masters; zero means 5 for redlock and 1 for single and
+	// fenced. Single and fenced take exactly one node; redlock an odd number of at least 3, unless
+	// AllowEvenNodes. It stays zero on other systems.
+	Nodes int `json:"nodes,omitempty"`
+	// Replicas and Sentinels size redis-sentinel (one primary, Replicas replicas, Sentinels
+	// sentinels with a majority quorum); zero means 2 and 3. They stay zero on other systems.
+	Replicas  int `json:"replicas,omitempty"`
+	Sentinels int `json:"sentinels,omitempty"`
 	// AllowEvenNodes lets redlock run on an even number of nodes (2, 4, ...), which adds a node
 	// without adding a failure the quorum survives; a user who wants it says so.
 	AllowEvenNodes bool     `json:"allow_even_nodes,omitempty"`
@@ -131,7 +141,7 @@ func (c *Config) Resolve() error {
 	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
-	if err := c.resolveNodes(); err != nil {
+	if err := c.resolveSystem(); err != nil {
 		return err
 	}
 	if c.Recovery < 0 {
@@ -209,18 +219,72 @@ func DefaultThinkMax(clients, keys int, ttl time.Duration) time.Duration {
 	return min(max(20*time.Millisecond, time.Duration(perKey)*20*time.Millisecond), max(ttl, 20*time.Millisecond))
 }
 
-// resolveNodes checks the node count against the lock: single and fenced use one node, Redlock a
-// majority of an odd count.
-func (c *Config) resolveNodes() error {
-	one := c.Lock == "single" || c.Lock == "fenced"
+// resolveSystem sets the system the lock needs and checks its size: the flags of one system are
+// refused on another, never ignored.
+func (c *Config) resolveSystem() error {
+	needs, err := locks.NeedsOf(c.Lock)
+	if err != nil {
+		return fmt.Errorf("--lock: %w", err)
+	}
+	if c.System == "" {
+		c.System = needs.System
+	}
+	if err := systems.Validate(c.System); err != nil {
+		return fmt.Errorf("--system: %w", err)
+	}
+	if c.System != needs.System {
+		return fmt.Errorf("--system %s: --lock %s runs on %s: drop --system", c.System, c.Lock, needs.System)
+	}
+	switch c.System {
+	case "redis-masters":
+		if c.Replicas != 0 || c.Sentinels != 0 {
+			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on redis-masters: drop them (or use --nodes)", c.Lock)
+		}
+		return c.resolveNodes(needs.Nodes)
+	case "redis-sentinel":
+		if c.Nodes != 0 {
+			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
+		}
+		if c.Replicas < 0 || c.Sentinels < 0 {
+			return fmt.Errorf("--replicas and --sentinels must be at least 1, got %d and %d", c.Replicas, c.Sentinels)
+		}
+		if c.Replicas == 0 {
+			c.Replicas = 2
+		}
+		if c.Sentinels == 0 {
+			c.Sentinels = 3
+		}
+		if _, err := systems.Layout(c.System, c.systemConfig("", "", nil)); err != nil {
+			return fmt.Errorf("--replicas %d --sentinels %d: %w", c.Replicas, c.Sentinels, err)
+		}
+	}
+	return nil
+}
+
+// systemConfig is the configuration of the run's system, its nodes under dir.
+func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config {
+	return systems.Config{
+		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
+		BasePort: c.BasePort, ClockShim: shim, Logger: log,
+		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
+	}
+}
+
+// layout lists the nodes the run's system will have, with their first roles.
+func (c *Config) layout() []systems.Node {
+	nodes, _ := systems.Layout(c.System, c.systemConfig("", "", nil))
+	return nodes
+}
+
+// resolveNodes checks the node count of redis-masters against the lock: single and fenced use one
+// node, Redlock a majority of an odd count (def is the lock's default).
+func (c *Config) resolveNodes(def int) error {
+	one := def == 1
 	if c.Nodes < 0 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
 	}
 	if c.Nodes == 0 {
-		c.Nodes = 5
-		if one {
-			c.Nodes = 1
-		}
+		c.Nodes = def
 	}
 	switch {
 	case c.Nodes > 99:
@@ -322,11 +386,14 @@ func (c *Config) Specs() []nemesis.Spec {
 	return specs
 }
 
-// NodeNames are the names of the lock cluster's nodes.
+// NodeNames are the names of the nodes that store the lock's data (not the sentinels): the nodes
+// count targets draw from.
 func (c *Config) NodeNames() []string {
-	names := make([]string, c.Nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i+1)
+	var names []string
+	for _, n := range c.layout() {
+		if n.Data {
+			names = append(names, n.Name)
+		}
 	}
 	return names
 }
@@ -350,13 +417,17 @@ func (c *Config) KeyNames() []string {
 }
 
 // nemesisEnv is the part of the nemesis environment the configuration decides; the run adds the
-// cluster, links and admin connections.
+// system's backend, links and roles and the lock's probe.
 func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	var e nemesis.Env
 	if env != nil {
 		e = *env
 	}
 	e.Nodes, e.Groups, e.Keys = c.NodeNames(), c.GroupNames(), c.KeyNames()
+	if e.Roles == nil {
+		// Before the system runs, role targets are checked against the roles it starts with.
+		e.Roles = systems.StaticRoles(c.layout())
+	}
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
 	return e

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,11 +20,11 @@ import (
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
-	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -98,8 +100,8 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if hk.historyPath != "" {
 		histPath = hk.historyPath
 	}
-	log.Info("run started", "dir", dir, "lock", cfg.Lock, "nemesis", cfg.Nemesis, "seed", cfg.Seed, "nodes", cfg.Nodes)
-	out, err := drive(ctx, cfg, sys, nems, schedule, histPath, progress)
+	log.Info("run started", "dir", dir, "lock", cfg.Lock, "system", cfg.System, "nemesis", cfg.Nemesis, "seed", cfg.Seed)
+	out, err := drive(ctx, cfg, sys, nems, schedule, histPath, progress, log)
 	if err != nil {
 		log.Error("run failed", "err", err)
 		return nil, fmt.Errorf("run in %s: %w", dir, err)
@@ -137,13 +139,13 @@ func findBinaries(ctx context.Context, cfg Config) (shim string, err error) {
 
 // buildNemeses builds each nemesis over the running system and draws its schedule from the seed.
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
-	env := cfg.nemesisEnv(&nemesis.Env{Links: sys.links, Admin: sys.admin, Log: log})
-	env.Cluster = sys.cluster
+	backend := sys.sut.Backend()
+	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
 	if sys.pauses != nil {
 		env.Clients = sys.pauses
 	}
-	if clocks, ok := any(sys.cluster).(nemesis.Clocks); ok && sys.cluster.ClockShim() {
-		env.Clocks = clocks
+	if backend.ClockShim() {
+		env.Clocks = backend
 	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
@@ -163,7 +165,7 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 // phases, and the run's completion. Phases: faults until the time limit, then the nemeses heal,
 // then the processes go on without faults for the recovery phase. An interrupt or a failed history
 // write cuts every phase short but never skips the heal.
-func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, histPath string, progress io.Writer) (*Outcome, error) {
+func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, histPath string, progress io.Writer, log *slog.Logger) (*Outcome, error) {
 	st := newStatus()
 	start := time.Now()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
@@ -173,6 +175,7 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	}
 	defer rec.Close()
 	rec.Record(history.Event{Type: history.Invoke, Process: history.HarnessProcess, F: history.FRun, Plan: cfg.plan()})
+	stopRoles := sys.recordRoles(rec, log)
 
 	// The run's own context ends at an interrupt or at the first failed history write; cutAt is when.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
@@ -197,7 +200,7 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	nemErrs := make([]error, len(nems))
 	for i, n := range nems {
 		// Each nemesis follows its own schedule; all of them heal before the recovery phase.
-		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, rec) })
+		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, nemesis.WithRoles(rec, sys.sut)) })
 	}
 	wg.Go(func() { workErr = cfg.workload(sys).Run(workCtx, sys.workloadEnv(cfg, rec)) })
 	stopProgress := st.show(progress, start, total, time.Duration(cfg.NodeTimeout))
@@ -220,6 +223,7 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	case out.Stopped != "":
 		end.Type, end.Error = history.Info, out.Stopped
 	}
+	stopRoles()
 	rec.Record(end)
 	if err := rec.Close(); err != nil {
 		at := time.Duration(max(cutAt.Load(), 0)).Round(100 * time.Millisecond)
@@ -308,13 +312,12 @@ type Schedule struct {
 	Ops     []nemesis.Op `json:"ops"`
 }
 
-// system is what a run starts: the lock's nodes, the links to them, admin connections that bypass
-// the links, and for the counter workload its resource node.
+// system is what a run starts: the system under test (the lock's nodes with their roles, and a
+// link on every path between them and the clients), the lock's lease probe, and for the counter
+// workload its resource node. Nothing here knows which servers the system runs.
 type system struct {
-	cluster *clusters.Local
-	names   []string
-	admin   map[string]*redis.Client
-	links   *links.Set
+	sut     systems.System
+	probe   locks.ProbeCloser
 	groups  []string
 	store   *resource.Store
 	resNode *clusters.Node
@@ -324,40 +327,28 @@ type system struct {
 	once    sync.Once
 }
 
-// startSystem starts the nodes, then one link per client group and node, then the admin clients.
-// On error everything started is stopped again.
+// startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
+// resource. On error everything started is stopped again.
 func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
-	sys := &system{admin: map[string]*redis.Client{}, links: links.New(), groups: cfg.GroupNames()}
-	sys.closers = append(sys.closers, func() { sys.links.Close() })
+	sys := &system{groups: cfg.GroupNames()}
 	defer func() {
 		if err != nil {
 			sys.close()
 		}
 	}()
 	nodesDir := filepath.Join(dir, results.NodesDir)
-	sys.cluster, err = clusters.StartLocal(ctx, clusters.Config{
-		Nodes: cfg.Nodes, Dir: nodesDir, BasePort: cfg.BasePort, Persistence: clusters.Persistence(cfg.Persistence),
-		RedisServer: cfg.RedisServer, Logger: log, ClockShim: shim,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start cluster: %w", err)
+	if sys.sut, err = systems.Start(ctx, cfg.System, cfg.systemConfig(nodesDir, shim, log)); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
-	sys.closers = append(sys.closers, func() { sys.cluster.Close() })
-	for _, n := range sys.cluster.Nodes() {
-		sys.names = append(sys.names, n.Name)
-		rc := n.Admin()
-		sys.admin[n.Name] = rc
-		sys.closers = append(sys.closers, func() { rc.Close() })
-		for _, g := range sys.groups {
-			if _, err := sys.links.Add(g, n.Name, n.Addr()); err != nil {
-				return nil, err
-			}
-		}
+	sys.closers = append(sys.closers, func() { sys.sut.Close() })
+	if sys.probe, err = locks.NewProbe(cfg.Lock, sys.sut.Nodes()); err != nil {
+		return nil, err
 	}
+	sys.closers = append(sys.closers, func() { sys.probe.Close() })
 	if cfg.Workload != "counter" {
 		return sys, nil
 	}
-	// The counter workload's resource: a node of its own, outside the lock's cluster, its links and
+	// The counter workload's resource: a node of its own, outside the lock's system, its links and
 	// its faults; clients reach it directly.
 	res, err := clusters.StartLocal(ctx, clusters.Config{
 		Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
@@ -384,18 +375,57 @@ func (s *system) close() {
 	})
 }
 
-// answering checks that every node answers after the heal; one that does not is a broken run,
-// said beside the verdict.
+// answering checks that every node answers after the heal, over its own address; one that does not
+// is a broken run, said beside the verdict.
 func (s *system) answering(ctx context.Context) []string {
 	var errs []string
-	for _, n := range s.names {
+	for _, n := range s.sut.Nodes() {
+		rc := clusters.AdminClient(n.Addr)
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		if err := s.admin[n].Ping(pctx).Err(); err != nil {
-			errs = append(errs, fmt.Sprintf("node %s not answering after the heal: %v", n, err))
+		if err := rc.Ping(pctx).Err(); err != nil {
+			errs = append(errs, fmt.Sprintf("node %s not answering after the heal: %v", n.Name, err))
 		}
 		cancel()
+		rc.Close()
 	}
 	return errs
+}
+
+// recordRoles records every change of roles the system announces, from now until the returned
+// stop is called (before the run's completion: nothing may follow it), as an info event of the
+// system's process. The note quotes the sentinels' latest +switch-master with the system's view.
+func (s *system) recordRoles(rec *history.Recorder, log *slog.Logger) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var announced string
+	s.sut.Watch(func(e systems.Event) {
+		log.Info("system event", "from", e.From, "kind", e.Kind, "text", e.Text)
+		if e.Kind == "+switch-master" {
+			announced = e.Kind + " from " + e.From + ": " + e.Text
+		}
+		if e.Kind != systems.KindRoles {
+			return
+		}
+		ev := history.Event{Type: history.Info, Process: history.SystemProcess, F: history.FRole,
+			Roles: map[string]string{}, Note: "roles: " + e.Text}
+		for _, n := range slices.Sorted(maps.Keys(e.Roles)) {
+			ev.Nodes = append(ev.Nodes, n)
+			ev.Roles[n] = string(e.Roles[n])
+		}
+		if announced != "" {
+			ev.Note, announced = announced+"; "+ev.Note, ""
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			rec.Record(ev)
+		}
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+	}
 }
 
 // workloadEnv gives each process a lock client whose endpoints are its client group's links.
@@ -405,13 +435,9 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 		Recorder: rec,
 		NewLocker: func(process int) (locks.Locker, error) {
 			group := s.groups[(process%cfg.Clients)%len(s.groups)]
-			eps := make([]locks.Endpoint, len(s.names))
-			for i, n := range s.names {
-				l, err := s.links.Get(group, n)
-				if err != nil {
-					return nil, err
-				}
-				eps[i] = locks.Endpoint{Node: n, Addr: l.Addr}
+			eps, err := s.sut.Endpoints(group)
+			if err != nil {
+				return nil, err
 			}
 			return locks.New(cfg.Lock, eps, opts)
 		},

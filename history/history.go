@@ -80,6 +80,14 @@ const FResetForward = "reset-forward"
 // NemesisProcess is the process id of the nemesis; client processes are numbered from 0.
 const NemesisProcess = -1
 
+// SystemProcess is the process id of what the system under test announces by itself: a role change
+// (the sentinels promoting a replica) is one info event with F = FRole, Nodes the nodes whose role
+// changed, Roles their new roles, Note what the system announced, and no invoke before it.
+const SystemProcess = -3
+
+// FRole is a role change the system announced (see SystemProcess).
+const FRole = "role"
+
 // HarnessProcess is the process id of the harness's own operations (the final read of the resource).
 const HarnessProcess = -2
 
@@ -103,6 +111,10 @@ type Event struct {
 
 	// Nodes are the nodes a nemesis operation targets, or the nodes that granted a lease.
 	Nodes []string `json:"nodes,omitempty"`
+	// Roles are, on a nemesis event, the role each node in Nodes had when the event was recorded
+	// ("primary", "replica", "sentinel"), in systems whose roles can change; on a role event
+	// (F = FRole), the new role of each node in Nodes.
+	Roles map[string]string `json:"roles,omitempty"`
 	// Fault names the nemesis a nemesis event belongs to (restart, restart-delayed, ...).
 	Fault string `json:"fault,omitempty"`
 	// Effect is EffectFault or EffectHeal on nemesis events.
@@ -120,6 +132,8 @@ type Event struct {
 	Reason string `json:"reason,omitempty"`
 	// Plan is set on the run's invoke (F = FRun) only.
 	Plan *Plan `json:"plan,omitempty"`
+	// Note is what the system announced, on a role event (F = FRole).
+	Note string `json:"note,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }

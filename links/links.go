@@ -1,5 +1,6 @@
-// Package links puts an in-process toxiproxy proxy on every path from a client group to a node, so
-// that a nemesis can cut, slow or reset any path without touching lock code.
+// Package links puts an in-process toxiproxy proxy on every path a fault may cut (from a client
+// group to a node, and between servers: a replica to its master, a sentinel to a node), so that a
+// nemesis can cut, slow or reset any path without touching lock or server code.
 package links
 
 import (
@@ -14,15 +15,23 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Link is one proxied path from a client group to a node.
+// Link is one proxied path from a client group, or from a server node, to a node.
 type Link struct {
+	// Group is the client group the path starts from, or the node for a path between servers.
 	Group string
 	Node  string
 	// Addr is where clients of the group connect to reach the node.
 	Addr     string
 	Upstream string
 
+	mu    sync.Mutex // guards proxy, which Renew replaces
 	proxy *toxiproxy.Proxy
+}
+
+func (l *Link) px() *toxiproxy.Proxy {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxy
 }
 
 // Name identifies the link, as "group->node".
@@ -100,7 +109,7 @@ func (l *Link) AddToxic(t Toxic) error {
 	if err != nil {
 		return fmt.Errorf("encode toxic %s: %w", t.Name, err)
 	}
-	if _, err := l.proxy.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
+	if _, err := l.px().Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
 		return fmt.Errorf("add toxic %s to link %s: %w", t.Name, l.Name(), err)
 	}
 	return nil
@@ -108,9 +117,31 @@ func (l *Link) AddToxic(t Toxic) error {
 
 // RemoveToxic removes a toxic by name.
 func (l *Link) RemoveToxic(ctx context.Context, name string) error {
-	if err := l.proxy.Toxics.RemoveToxic(ctx, name); err != nil {
+	if err := l.px().Toxics.RemoveToxic(ctx, name); err != nil {
 		return fmt.Errorf("remove toxic %s from link %s: %w", name, l.Name(), err)
 	}
+	return nil
+}
+
+// Renew closes every connection through the link and drops its toxics at once, keeping its address:
+// what a healed network shows after the node behind a cut link died (the node's resets arrive, and
+// whatever was held back on the way is lost with it). Removing the toxics instead would make
+// toxiproxy flush the held data into the dead connection one chunk at a time, each chunk waiting
+// 5 s, for as long as the live end keeps sending: a minute and more for a replica's stalled link.
+// The stuck chunks' goroutines are left behind.
+func (s *Set) Renew(l *Link) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.server.Collection.Remove(l.Name()); err != nil {
+		return fmt.Errorf("renew link %s: %w", l.Name(), err)
+	}
+	px := toxiproxy.NewProxy(s.server, l.Name(), l.Addr, l.Upstream)
+	if err := s.server.Collection.Add(px, true); err != nil {
+		return fmt.Errorf("renew link %s on %s: %w", l.Name(), l.Addr, err)
+	}
+	l.mu.Lock()
+	l.proxy = px
+	l.mu.Unlock()
 	return nil
 }
 

@@ -2,6 +2,9 @@ package links
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -56,5 +59,89 @@ func TestLinkCarriesTrafficAndToxicsCutIt(t *testing.T) {
 	}
 	if v, err := rc.Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Fatalf("after the heal: %q %v", v, err)
+	}
+}
+
+// A stalled link whose node died: Renew returns at once, where removing the stall makes toxiproxy
+// flush every held chunk into the dead connection with a 5 s wait each for as long as the live end
+// keeps sending; the link's old connection is closed, its toxics gone, and it carries new ones.
+func TestRenewLetsAStallOnADeadNodeGo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	set := New()
+	defer set.Close()
+	l, err := set.Add("n2", "n1", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.Dial("tcp", l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server := <-accepted
+	for _, tx := range Stall("stall") {
+		if err := l.AddToxic(tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The live end keeps talking (a replica's acknowledgements) while the node behind the link dies.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				if _, err := client.Write([]byte("REPLCONF ACK 1\r\n")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	server.(*net.TCPConn).SetLinger(0)
+	server.Close()
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	if err := set.Renew(l); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("renewing the stalled link took %v", took)
+	}
+	client.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the old connection through the link is still open after Renew (read: %v)", err)
+	}
+	if err := l.RemoveToxic(context.Background(), "stall-upstream"); err == nil {
+		t.Fatal("the stall is still on the renewed link")
+	}
+	c2, err := net.Dial("tcp", l.Addr)
+	if err != nil {
+		t.Fatalf("the link refuses connections after Renew: %v", err)
+	}
+	defer c2.Close()
+	s2 := <-accepted
+	defer s2.Close()
+	if _, err := c2.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	s2.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := s2.Read(make([]byte, 16)); err != nil || n != 6 {
+		t.Fatalf("through the renewed link: %d bytes, %v", n, err)
 	}
 }

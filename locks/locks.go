@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Lease is what a successful acquire gives its holder.
@@ -107,10 +109,7 @@ func classify(err error) error {
 }
 
 // Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
-type Endpoint struct {
-	Node string
-	Addr string
-}
+type Endpoint = systems.Endpoint
 
 // Options tune a lock. Zero values take the defaults documented on each field.
 type Options struct {
@@ -125,6 +124,11 @@ type Options struct {
 	Tries int
 	// RetryDelay is the upper bound of the random pause between Redlock rounds; default 50ms.
 	RetryDelay time.Duration
+	// WaitReplicas is how many replicas sentinel-wait's WAIT asks to acknowledge the lock key;
+	// default every replica of the system, as Redisson waits for every available replica.
+	WaitReplicas int
+	// WaitTimeout bounds sentinel-wait's WAIT; default the TTL of the acquire divided by 10.
+	WaitTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -154,10 +158,12 @@ func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
 }
 
 // Names lists the implementations New knows.
-func Names() []string { return []string{"fenced", "redlock", "single"} }
+func Names() []string {
+	return []string{"fenced", "redlock", "sentinel", "sentinel-fenced", "sentinel-wait", "single"}
+}
 
 // GivesTokens reports whether the named lock hands out fencing tokens.
-func GivesTokens(name string) bool { return name == "fenced" }
+func GivesTokens(name string) bool { return name == "fenced" || name == "sentinel-fenced" }
 
 // New builds the named lock over the given nodes.
 func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
@@ -172,6 +178,12 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 		return newRedlock(nodes, opts), nil
 	case "fenced":
 		return newFenced(nodes[0], opts), nil
+	case "sentinel":
+		return newSentinel(nodes, opts, false, false)
+	case "sentinel-fenced":
+		return newSentinel(nodes, opts, false, true)
+	case "sentinel-wait":
+		return newSentinel(nodes, opts, true, false)
 	}
 	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }

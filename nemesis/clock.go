@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockpick-dev/lockpick/history"
 )
 
@@ -92,7 +90,7 @@ func buildClock(env Env, p *Params) (Nemesis, error) {
 	case c.Reset == ResetSlew && c.SlewRate <= 0:
 		return nil, fmt.Errorf("slew-rate must be above 0 with reset=slew (for example slew-rate=0.005)")
 	}
-	return c, nil
+	return c, CheckTarget(env, c.Target)
 }
 
 // Name implements Nemesis.
@@ -117,7 +115,7 @@ func (c *Clock) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	for {
 		jump := c.Jumps[rng.IntN(len(c.Jumps))]
 		var nodes []string
-		if !IsLockAware(c.Target) {
+		if !IsResolved(c.Target) {
 			nodes = PickNodes(rng, c.Nodes, c.Target)
 		}
 		reset := t + c.Duration
@@ -164,6 +162,10 @@ func (c *Clock) Resolve(ctx context.Context, op Op) (Op, error) {
 		if c.Reset == ResetStep && slices.ContainsFunc(nodes, func(n string) bool { return c.shifted[n] < 0 }) {
 			op.F = history.FResetForward
 		}
+		return op, nil
+	}
+	if IsRoleTarget(c.Target) {
+		op.Nodes = RoleNodes(c.Env, c.Target)
 		return op, nil
 	}
 	if !IsLockAware(c.Target) {
@@ -324,13 +326,12 @@ const quietWait = 5 * time.Second
 // writes run after the step, on the right clock. If no such moment comes within quietWait it steps
 // anyway and says so: that step is a jump forward and the error puts it in the history.
 func (c *Clock) quietReset(ctx context.Context, node string) error {
-	admin := c.Env.Admin[node]
-	if admin == nil || len(c.Env.Keys) == 0 {
-		return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: no admin connection or no keys to look at; stepped", node))
+	if c.Env.Writes == nil || c.Env.Probe == nil || len(c.Env.Keys) == 0 {
+		return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: no way to hold writes, no lease probe or no keys to look at; stepped", node))
 	}
 	deadline := time.Now().Add(quietWait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		held, err := c.heldWithWritesPaused(ctx, admin, node)
+		held, err := c.heldWithWritesPaused(ctx, node)
 		if err == nil && !held {
 			return nil
 		}
@@ -339,21 +340,30 @@ func (c *Clock) quietReset(ctx context.Context, node string) error {
 	return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: a lock key was present for %v; stepped anyway, which is a jump forward", node, quietWait))
 }
 
-// heldWithWritesPaused pauses the node's client writes, and if it holds no key steps its clock;
+// errHeld says the node held a lock key when the quiet reset looked.
+var errHeld = errors.New("a lock key is present")
+
+// heldWithWritesPaused holds the node's client writes back, and if it holds no key steps its clock;
 // it reports whether a key was held.
-func (c *Clock) heldWithWritesPaused(ctx context.Context, admin *redis.Client, node string) (bool, error) {
-	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	// The pause is a safety net: should the harness stall, writes resume by themselves.
-	if err := admin.Do(pctx, "CLIENT", "PAUSE", 500, "WRITE").Err(); err != nil {
-		return true, err
+func (c *Clock) heldWithWritesPaused(ctx context.Context, node string) (bool, error) {
+	// The hold is bounded: should the harness stall, writes resume by themselves.
+	err := c.Env.Writes.HoldWrites(ctx, node, 500*time.Millisecond, func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		for _, l := range c.Env.Probe.Leases(pctx, c.Env.Keys) {
+			if slices.Contains(l.Nodes, node) {
+				return errHeld
+			}
+		}
+		if pctx.Err() != nil {
+			return pctx.Err() // the probe did not get an answer: nothing is known
+		}
+		return c.set([]string{node}, 0)
+	})
+	if errors.Is(err, errHeld) {
+		return true, nil
 	}
-	defer admin.Do(context.WithoutCancel(pctx), "CLIENT", "UNPAUSE")
-	n, err := admin.Exists(pctx, c.Env.Keys...).Result()
-	if err != nil || n > 0 {
-		return true, err
-	}
-	return false, c.set([]string{node}, 0)
+	return err != nil, err
 }
 
 // Healing implements Nemesis: reset every node still shifted.

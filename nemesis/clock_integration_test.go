@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
@@ -48,10 +47,8 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 	set := links.New()
 	defer set.Close()
 	groups := []string{"c1", "c2"}
-	admin := map[string]*redis.Client{}
+	probe := probeOver(t, cluster)
 	for _, n := range cluster.Nodes() {
-		admin[n.Name] = n.Admin()
-		defer admin[n.Name].Close()
 		for _, g := range groups {
 			l, err := set.Add(g, n.Name, n.Addr())
 			if err != nil {
@@ -72,7 +69,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := Env{Clocks: cluster, Cluster: cluster, Nodes: fiveNodes, Links: set, Groups: groups, Admin: admin,
+	env := Env{Clocks: cluster, Cluster: cluster, Nodes: fiveNodes, Links: set, Groups: groups, Probe: probe,
 		Keys: []string{workloads.KeyName(0)}, TTL: ttl, Interval: 2 * time.Second, NodeTimeout: 100 * time.Millisecond, Recorder: rec}
 	spec, _ := ParseSpec("clock:target=holder-one:jump=forward:interval=1s:duration=500ms:wait=1s")
 	nem, err := Build(spec, env)
@@ -173,16 +170,22 @@ func TestClockQuietResetWaitsForNoLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim})
+	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cluster.Close()
-	node := cluster.Nodes()[0]
-	admin := node.Admin()
+	defer sys.Close()
+	cluster := sys.Backend()
+	node := sys.Nodes()[0]
+	admin := clusters.AdminClient(node.Addr)
 	defer admin.Close()
+	probe, err := locks.NewProbe("single", sys.Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
 	key := workloads.KeyName(0)
-	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Admin: map[string]*redis.Client{node.Name: admin},
+	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys,
 		Keys: []string{key}, TTL: time.Second, Interval: time.Second}
 	spec, _ := ParseSpec("clock:target=all:jump=back:reset=quiet:offset=5s")
 	nem, err := Build(spec, env)

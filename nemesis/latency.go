@@ -43,7 +43,8 @@ type Latency struct {
 func buildLatency(env Env, p *Params) (Nemesis, error) {
 	n := &Latency{Env: env, toxics: toxicSet{links: env.Links}}
 	n.Modes = p.Choices("mode", []string{LatencySteady, LatencySpike}, LatencySteady, LatencySpike)
-	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority)
+	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
+		TargetPrimary, TargetReplicas, TargetSentinels)
 	n.Groups = env.Groups
 	if g := p.Choice("group", "", env.Groups...); g != "" {
 		n.Groups = []string{g}
@@ -79,7 +80,7 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 		}
 	}
 	n.resolve = leaseResolver{env: env, target: n.Target}
-	return n, nil
+	return n, CheckTarget(env, n.Target)
 }
 
 // Name implements Nemesis.
@@ -92,7 +93,7 @@ func (n *Latency) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
 		mode := n.Modes[rng.IntN(len(n.Modes))]
 		end := at + n.Duration[mode]
-		if IsLockAware(n.Target) {
+		if IsResolved(n.Target) {
 			return []Op{{At: at, F: mode, Effect: history.EffectFault}, {At: end, F: "heal", Effect: history.EffectHeal}}, end
 		}
 		cuts := n.cuts(PickNodes(rng, n.Env.Nodes, n.Target))
@@ -109,7 +110,7 @@ func (n *Latency) cuts(nodes []string) Cuts {
 }
 
 // Resolve implements Resolver: a lock-aware fault waits for a lease of the wanted shape and slows
-// its nodes; a heal names whatever is slowed.
+// its nodes, a role target slows the nodes that have the role now; a heal names whatever is slowed.
 func (n *Latency) Resolve(ctx context.Context, op Op) (Op, error) {
 	if len(op.Nodes) > 0 {
 		return op, nil

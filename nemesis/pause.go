@@ -54,7 +54,7 @@ func buildPause(env Env, p *Params) (Nemesis, error) {
 	if n.Interval <= 0 {
 		return nil, fmt.Errorf("interval must be positive")
 	}
-	return n, nil
+	return n, CheckTarget(env, n.Target)
 }
 
 // Name implements Nemesis.
@@ -67,7 +67,7 @@ func (n *Pause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
 		end := at + n.Durations[rng.IntN(len(n.Durations))]
 		var nodes []string
-		if !IsLockAware(n.Target) {
+		if !IsResolved(n.Target) {
 			nodes = PickNodes(rng, n.Env.Nodes, n.Target)
 		}
 		return []Op{
@@ -78,7 +78,8 @@ func (n *Pause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 }
 
 // Resolve implements Resolver: a lock-aware pause waits for a lease of the wanted shape and stops its
-// nodes; its heal continues whatever is stopped.
+// nodes, a role target stops the nodes that have the role now; its heal continues whatever is
+// stopped.
 func (n *Pause) Resolve(ctx context.Context, op Op) (Op, error) {
 	if len(op.Nodes) > 0 {
 		return op, nil

@@ -230,10 +230,11 @@ func TestLockAwareResolve(t *testing.T) {
 	env := netEnv(fiveNodes, []string{"c1", "c2"})
 	env.Cluster = c
 	env.TTL = 300 * time.Millisecond
-	env.Admin = map[string]*redis.Client{}
+	env.Probe = probeOver(t, c)
+	admin := map[string]*redis.Client{}
 	for _, nd := range c.Nodes() {
-		env.Admin[nd.Name] = nd.Admin()
-		defer env.Admin[nd.Name].Close()
+		admin[nd.Name] = nd.Admin()
+		defer admin[nd.Name].Close()
 	}
 	ctx := context.Background()
 	lat := build(t, "latency:target=holder-majority", env).(*Latency)
@@ -244,7 +245,7 @@ func TestLockAwareResolve(t *testing.T) {
 	}
 	holders := []string{"n2", "n3", "n5"}
 	for _, n := range holders {
-		if err := env.Admin[n].Set(ctx, "k", "lease", time.Minute).Err(); err != nil {
+		if err := admin[n].Set(ctx, "k", "lease", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

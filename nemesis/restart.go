@@ -43,7 +43,7 @@ type Restart struct {
 	// TargetWait bounds how long a lock-aware fault waits for its lease before it is skipped.
 	TargetWait time.Duration
 
-	env      Env // admin connections, keys and log for the lock-aware targets
+	env      Env // the lease probe, keys and log for the lock-aware targets
 	rng      *rand.Rand
 	killedAt map[string]time.Time
 	// lastKill are the nodes of the last kill, which a lock-aware start brings back.
@@ -155,12 +155,14 @@ func (r *Restart) freshLeaseNodes(ctx context.Context) ([]string, error) {
 	if r.env.Log == nil {
 		r.env.Log = slog.New(slog.DiscardHandler)
 	}
-	qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	seen := map[[2]string]bool{}
-	for _, l := range CurrentLeases(qctx, r.env.Admin, r.env.Nodes, r.env.Keys) {
-		seen[[2]string{l.Key, l.Value}] = true
+	if r.env.Probe != nil {
+		qctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		for _, l := range r.env.Probe.Leases(qctx, r.env.Keys) {
+			seen[[2]string{l.Key, l.Value}] = true
+		}
+		cancel()
 	}
-	cancel()
 	deadline := time.Now().Add(r.TargetWait)
 	for {
 		nodes, lease, err := WaitForLeaseTarget(ctx, r.env, r.rng, r.Target, time.Until(deadline), poll)

@@ -215,7 +215,7 @@ func TestRestartHolderMajorityHitsTheLeaseNodes(t *testing.T) {
 	const fresh, old = "lockpick:0", "lockpick:1"
 	// A majority lease held before the fault starts: half through its hold, not the target.
 	set(old, "lease-old", "n3", "n4", "n5")
-	env := Env{Cluster: c, Nodes: fiveNodes, Admin: admin, Keys: []string{fresh, old}, TTL: time.Second, Interval: time.Second}
+	env := Env{Cluster: c, Nodes: fiveNodes, Probe: probeOver(t, c), Keys: []string{fresh, old}, TTL: time.Second, Interval: time.Second}
 	s, _ := ParseSpec("restart:target=holder-majority:wait=2s")
 	n, err := Build(s, env)
 	if err != nil {

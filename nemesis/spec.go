@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,9 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockpick-dev/lockpick/links"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Spec names a nemesis and its parameters. Its text form, used by --nemesis and stored in
@@ -231,18 +231,35 @@ type Clocks interface {
 	ClockOffset(node string) (time.Duration, error)
 }
 
-// Env is what the harness gives nemeses: the cluster, its links, admin connections that bypass the
-// links, and the run's timing.
+// RoleView reports the role of every node now (a systems.System is one).
+type RoleView interface {
+	Roles() map[string]systems.Role
+}
+
+// WriteHolder holds back client writes on a node while f runs (a systems.System is one).
+type WriteHolder interface {
+	HoldWrites(ctx context.Context, node string, max time.Duration, f func(ctx context.Context) error) error
+}
+
+// Env is what the harness gives nemeses: the system's nodes, their roles and links, the lock's
+// lease probe, and the run's timing. Nothing here is particular to a server family.
 type Env struct {
 	Cluster Cluster
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
-	Nodes  []string
-	Links  *links.Set
+	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the
+	// partition and latency nemeses cut clients from: the nodes that store the lock's data.
+	Nodes []string
+	Links *links.Set
 	// Groups are the client groups, c1..cG; every group has a link to every node.
 	Groups []string
-	// Admin has one connection per node that bypasses the links.
-	Admin map[string]*redis.Client
+	// Roles reports the nodes' roles now; nil when the configuration is checked without a system
+	// (role targets are then refused).
+	Roles RoleView
+	// Probe is the lock's lease probe; nil refuses lock-aware targets.
+	Probe systems.LeaseProbe
+	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
+	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.
 	Keys []string
 	// Clients pauses client processes; nil when the workload cannot (the mutex workload, or a
@@ -272,6 +289,7 @@ func builders() map[string]builder {
 		"pause":           buildPause,
 		"clock":           buildClock,
 		"client-pause":    buildClientPause,
+		"failover":        buildFailover,
 	}
 }
 

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Target kinds every node-targeting nemesis accepts. The holder kinds are lock-aware: they are
-// resolved when the fault starts, from the lease the nodes hold right then (read over the admin
-// connections), so that interleavings needing a particular lease happen on purpose.
+// resolved when the fault starts, from the lease the nodes hold right then (as the lock's probe
+// reads it), so that interleavings needing a particular lease happen on purpose. The role kinds are
+// resolved when the fault starts too, from the roles the system reports right then: after a
+// failover "primary" is the promoted replica.
 const (
 	TargetOne      = "one"      // one node at random
 	TargetMinority = "minority" // a random minority (at least one node)
@@ -27,16 +29,71 @@ const (
 	TargetHolderOne = "holder-one"
 	// TargetHolderMajority: a majority of the nodes that hold the current lease.
 	TargetHolderMajority = "holder-majority"
+	// TargetPrimary: the node the system names primary now.
+	TargetPrimary = "primary"
+	// TargetReplicas: every replica now.
+	TargetReplicas = "replicas"
+	// TargetSentinels: every sentinel.
+	TargetSentinels = "sentinels"
 )
 
 // TargetKinds lists the target kinds, for parameter checks.
 func TargetKinds() []string {
-	return []string{TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderOne, TargetHolderMajority}
+	return []string{TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderOne, TargetHolderMajority,
+		TargetPrimary, TargetReplicas, TargetSentinels}
 }
 
 // IsLockAware reports whether a target kind is resolved from the current lease.
 func IsLockAware(kind string) bool {
 	return kind == TargetHolder || kind == TargetHolderOne || kind == TargetHolderMajority
+}
+
+// roleOf is the role a role target kind names; empty for other kinds.
+func roleOf(kind string) systems.Role {
+	switch kind {
+	case TargetPrimary:
+		return systems.RolePrimary
+	case TargetReplicas:
+		return systems.RoleReplica
+	case TargetSentinels:
+		return systems.RoleSentinel
+	}
+	return ""
+}
+
+// IsRoleTarget reports whether a target kind is resolved from the roles the system reports.
+func IsRoleTarget(kind string) bool { return roleOf(kind) != "" }
+
+// IsResolved reports whether a target kind is chosen when the fault starts rather than planned.
+func IsResolved(kind string) bool { return IsLockAware(kind) || IsRoleTarget(kind) }
+
+// CheckTarget reports whether env can resolve a role target kind: the system must report roles and
+// have a node with the role. (A lock-aware kind is checked when it resolves: the lease probe exists
+// only once the system runs.)
+func CheckTarget(env Env, kind string) error {
+	switch {
+	case IsRoleTarget(kind):
+		if env.Roles == nil {
+			return fmt.Errorf("target=%s needs a system that reports roles", kind)
+		}
+		roles := env.Roles.Roles()
+		if len(systems.WithRole(roles, roleOf(kind))) == 0 {
+			have := map[systems.Role]bool{}
+			for _, r := range roles {
+				have[r] = true
+			}
+			return fmt.Errorf("target=%s: the system has no node with role %s (its roles: %v)", kind, roleOf(kind), slices.Sorted(maps.Keys(have)))
+		}
+	}
+	return nil
+}
+
+// RoleNodes lists the nodes a role target kind names now.
+func RoleNodes(env Env, kind string) []string {
+	if env.Roles == nil {
+		return nil
+	}
+	return systems.WithRole(env.Roles.Roles(), roleOf(kind))
 }
 
 // PickNodes draws the nodes of a static target kind. It is deterministic in rng.
@@ -69,59 +126,7 @@ func PickNodes(rng *rand.Rand, nodes []string, kind string) []string {
 
 // Lease is a lease as the nodes hold it: the key, the value, and the nodes whose copy of the key
 // holds that value.
-type Lease struct {
-	Key   string
-	Value string
-	Nodes []string
-}
-
-// CurrentLeases reads every key on every node over the admin connections and groups the copies by
-// value. Nodes that do not answer are left out.
-func CurrentLeases(ctx context.Context, admin map[string]*redis.Client, nodes, keys []string) []Lease {
-	type copyOf struct{ node, key, value string }
-	var mu sync.Mutex
-	var copies []copyOf
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		c := admin[n]
-		if c == nil {
-			continue
-		}
-		wg.Go(func() {
-			vals, err := c.MGet(ctx, keys...).Result()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, v := range vals {
-				if s, ok := v.(string); ok {
-					copies = append(copies, copyOf{n, keys[i], s})
-				}
-			}
-		})
-	}
-	wg.Wait()
-	byLease := map[[2]string]*Lease{}
-	var out []*Lease
-	for _, c := range copies {
-		id := [2]string{c.key, c.value}
-		l := byLease[id]
-		if l == nil {
-			l = &Lease{Key: c.key, Value: c.value}
-			byLease[id] = l
-			out = append(out, l)
-		}
-		l.Nodes = append(l.Nodes, c.node)
-	}
-	leases := make([]Lease, len(out))
-	for i, l := range out {
-		slices.Sort(l.Nodes)
-		leases[i] = *l
-	}
-	slices.SortFunc(leases, func(a, b Lease) int { return len(b.Nodes) - len(a.Nodes) })
-	return leases
-}
+type Lease = systems.Lease
 
 // ErrNoLease is returned when no lease of the kind a lock-aware target needs appeared in time.
 var ErrNoLease = errors.New("no lease of the wanted shape appeared")
@@ -132,6 +137,9 @@ func WaitForLeaseTarget(ctx context.Context, env Env, rng *rand.Rand, kind strin
 	if len(env.Keys) == 0 {
 		return nil, Lease{}, fmt.Errorf("lock-aware target %s needs the workload's keys", kind)
 	}
+	if env.Probe == nil {
+		return nil, Lease{}, fmt.Errorf("lock-aware target %s needs a lock that offers a lease probe", kind)
+	}
 	if poll <= 0 {
 		poll = 2 * time.Millisecond
 	}
@@ -139,7 +147,7 @@ func WaitForLeaseTarget(ctx context.Context, env Env, rng *rand.Rand, kind strin
 	deadline := time.Now().Add(wait)
 	for {
 		qctx, cancel := context.WithTimeout(ctx, max(poll*10, 50*time.Millisecond))
-		leases := CurrentLeases(qctx, env.Admin, env.Nodes, env.Keys)
+		leases := env.Probe.Leases(qctx, env.Keys)
 		cancel()
 		for _, l := range leases {
 			switch kind {

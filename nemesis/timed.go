@@ -80,9 +80,23 @@ func (s *toxicSet) add(group, node string, toxics []links.Toxic) error {
 
 // remove takes every toxic this set placed off the link from group to node.
 func (s *toxicSet) remove(ctx context.Context, group, node string) error {
+	return s.removeAndReset(ctx, group, node, false)
+}
+
+// removeAndReset is remove; with reset (the node behind the link died while the toxics held its
+// connections), it renews the link instead: its connections close and its toxics go at once (see
+// links.Set.Renew).
+func (s *toxicSet) removeAndReset(ctx context.Context, group, node string, reset bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	name := group + "->" + node
+	if ps := s.placed[name]; reset && len(ps) > 0 {
+		if err := s.links.Renew(ps[0].link); err != nil {
+			return err
+		}
+		delete(s.placed, name)
+		return nil
+	}
 	var errs []error
 	var left []placedToxic
 	for _, p := range s.placed[name] {
@@ -189,7 +203,7 @@ func splitHalves(rng *rand.Rand, items []string) (a, b []string) {
 	return a, b
 }
 
-// leaseResolver chooses the nodes of a lock-aware target when the fault starts.
+// leaseResolver chooses the nodes of a lock-aware or role target when the fault starts.
 type leaseResolver struct {
 	env    Env
 	target string
@@ -207,7 +221,11 @@ func (r *leaseResolver) seed(rng *rand.Rand) {
 
 // pick waits up to wait for a lease of the target's shape and returns the nodes to hit. No such
 // lease in time is no error: the fault is skipped (and logged), as no interleaving it aims at exists.
+// A role target names the nodes with the role now, at once.
 func (r *leaseResolver) pick(ctx context.Context, wait time.Duration) ([]string, error) {
+	if IsRoleTarget(r.target) {
+		return RoleNodes(r.env, r.target), nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rng == nil {

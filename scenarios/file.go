@@ -95,7 +95,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "nodes", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "think_max", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "think_max", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
@@ -163,8 +163,14 @@ func parse(data []byte) (Scenario, error) {
 			c.Guard, err = str(v)
 		case "persistence":
 			c.Persistence, err = str(v)
+		case "system":
+			c.System, err = str(v)
 		case "nodes":
 			c.Nodes, err = positive(v)
+		case "replicas":
+			c.Replicas, err = positive(v)
+		case "sentinels":
+			c.Sentinels, err = positive(v)
 		case "allow_even_nodes":
 			c.AllowEvenNodes, err = boolean(v)
 		case "clients":

@@ -14,6 +14,7 @@ import (
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // completeFunc is cobra's completion callback.
@@ -36,6 +37,7 @@ func addCompletions(root *cobra.Command) {
 		"workload":    fixed(harness.Workloads()),
 		"guard":       fixed(guards),
 		"persistence": fixed(persistence),
+		"system":      fixed(systems.Names()),
 	}
 	for _, cmd := range root.Commands() {
 		for name, fn := range flags {

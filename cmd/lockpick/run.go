@@ -17,6 +17,7 @@ import (
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 func newRunCmd() *cobra.Command {
@@ -39,7 +40,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			if len(args) == 1 {
 				return runFile(cmd, args[0])
 			}
-			if err := refuseZero(cmd.Flags(), "nodes", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout"); err != nil {
+			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout"); err != nil {
 				return err
 			}
 			cfg.TTL, cfg.TimeLimit, cfg.Recovery = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery)
@@ -75,7 +76,10 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.Workload, "workload", "mutex", "what the clients do: mutex (acquire, hold, release) or counter (read-modify-write of a counter on a separate resource node)")
 	f.StringVar(&cfg.Guard, "guard", "", "how the counter's resource checks writes: none, fencing (needs --lock fenced) or check-and-set (default none)")
 	f.StringVar(&cfg.Name, "name", "", "name of the run in the store (default LOCK-NEMESIS)")
-	f.IntVar(&cfg.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single and fenced; redlock takes an odd number of at least 3)")
+	f.StringVar(&cfg.System, "system", "", fmt.Sprintf("system the lock runs on: %v (default the one the lock needs)", systems.Names()))
+	f.IntVar(&cfg.Nodes, "nodes", 0, "masters of redis-masters (default 5 for redlock, 1 for single and fenced; redlock takes an odd number of at least 3)")
+	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of the primary on redis-sentinel (--lock sentinel, sentinel-wait; default 2)")
+	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinels of redis-sentinel, quorum a majority of them (default 3)")
 	f.BoolVar(&cfg.AllowEvenNodes, "allow-even-nodes", false, "let redlock run on an even number of nodes")
 	f.StringVar(&cfg.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
 	f.IntVar(&cfg.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))

@@ -1,0 +1,118 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// Needs is what a lock needs to run: the system it runs on, and that system's defaults for it.
+type Needs struct {
+	// System is the system's name (systems.Names).
+	System string
+	// Nodes is the default number of masters on redis-masters; zero for other systems.
+	Nodes int
+}
+
+// NeedsOf tells what the named lock needs.
+func NeedsOf(name string) (Needs, error) {
+	switch name {
+	case "single", "fenced":
+		return Needs{System: "redis-masters", Nodes: 1}, nil
+	case "redlock":
+		return Needs{System: "redis-masters", Nodes: 5}, nil
+	case "sentinel", "sentinel-fenced", "sentinel-wait":
+		return Needs{System: "redis-sentinel"}, nil
+	}
+	return Needs{}, Validate(name)
+}
+
+// ProbeCloser is a lease probe holding connections that Close releases.
+type ProbeCloser interface {
+	systems.LeaseProbe
+	Close() error
+}
+
+// NewProbe builds the named lock's lease probe over the nodes of its system. Every lock here keeps
+// a lease as one Redis key holding the lease's value, on every node that stores data (a replica
+// holds a copy once replication brought it), so the probe reads the keys there, over the nodes'
+// own addresses: a fault on a client's path must not hide a lease from the nemesis.
+func NewProbe(name string, nodes []systems.Node) (ProbeCloser, error) {
+	if err := Validate(name); err != nil {
+		return nil, err
+	}
+	p := &keyProbe{clients: map[string]*redis.Client{}}
+	for _, n := range nodes {
+		if n.Data {
+			p.nodes = append(p.nodes, n.Name)
+			p.clients[n.Name] = clusters.AdminClient(n.Addr)
+		}
+	}
+	if len(p.nodes) == 0 {
+		return nil, fmt.Errorf("lock %s: the system has no node that stores data", name)
+	}
+	return p, nil
+}
+
+// keyProbe reads lease keys on the data nodes.
+type keyProbe struct {
+	nodes   []string
+	clients map[string]*redis.Client
+}
+
+// Leases implements systems.LeaseProbe.
+func (p *keyProbe) Leases(ctx context.Context, keys []string) []systems.Lease {
+	type copyOf struct{ node, key, value string }
+	var mu sync.Mutex
+	var copies []copyOf
+	var wg sync.WaitGroup
+	for _, n := range p.nodes {
+		wg.Go(func() {
+			vals, err := p.clients[n].MGet(ctx, keys...).Result()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, v := range vals {
+				if s, ok := v.(string); ok {
+					copies = append(copies, copyOf{n, keys[i], s})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	byLease := map[[2]string]int{}
+	var leases []systems.Lease
+	for _, c := range copies {
+		id := [2]string{c.key, c.value}
+		i, ok := byLease[id]
+		if !ok {
+			i = len(leases)
+			byLease[id] = i
+			leases = append(leases, systems.Lease{Key: c.key, Value: c.value})
+		}
+		leases[i].Nodes = append(leases[i].Nodes, c.node)
+	}
+	for i := range leases {
+		slices.Sort(leases[i].Nodes)
+	}
+	slices.SortStableFunc(leases, func(a, b systems.Lease) int { return len(b.Nodes) - len(a.Nodes) })
+	return leases
+}
+
+// Close releases the probe's connections.
+func (p *keyProbe) Close() error {
+	var errs []error
+	for _, c := range p.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,350 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/links"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// Failover kinds: how the failover nemesis takes the primary away.
+const (
+	// FailKill kills the primary (SIGKILL) and starts it again after Down: without persistence it
+	// comes back empty, and the sentinels, which promoted a replica meanwhile, make it a replica.
+	FailKill = "kill"
+	// FailPause stops the primary (SIGSTOP) for Down: it wakes as a master with all its keys, which
+	// the sentinels replaced meanwhile, until they make it a replica.
+	FailPause = "pause"
+	// FailIsolate cuts every sentinel's path to the primary for Down, while clients and replicas
+	// still reach it: the sentinels promote a replica and for a while two masters serve.
+	FailIsolate = "isolate"
+	// FailRestart kills the primary and starts it again at once, empty (without persistence),
+	// before the sentinels notice: they still trust it, and its replicas resync its empty data.
+	FailRestart = "restart"
+)
+
+// FailoverKinds lists the failover kinds.
+func FailoverKinds() []string { return []string{FailKill, FailPause, FailIsolate, FailRestart} }
+
+// Failover takes the current primary of a replicated system away so that its sentinels fail it
+// over, optionally after stalling replication from it (every replica's link to it holds its data
+// back) and waiting for a lease the primary granted in the stall: that lease exists nowhere else, and
+// the promoted replica hands the lock out again. Each fault is, in the history:
+//
+//	stall n2/n1 n3/n1    (the replicas' paths to the primary n1 hold their data)
+//	kill n1              (or stop, isolate s1/n1 s2/n1 s3/n1, or kill then start at once)
+//	start n1             (or cont, rejoin ...), Down later
+//	unstall n2/n1 n3/n1
+//
+// with the roles of the nodes at each moment, and the sentinels' role changes between.
+type Failover struct {
+	Env   Env
+	Kinds []string
+	// Stall is the share of faults preceded by a replication stall.
+	Stall float64
+	// Wait bounds how long a fault waits for a lease on the primary; none in time skips the fault.
+	Wait time.Duration
+	// Down is how long the primary stays away (killed, stopped or isolated).
+	Down     time.Duration
+	Interval time.Duration
+
+	toxics toxicSet
+	mu     sync.Mutex
+	hit    string          // the primary the fault in progress took away; "" when skipped
+	killed map[string]bool // nodes killed and not yet started
+	paused map[string]bool
+	// died are nodes killed since the links to them were stalled: those links' connections are
+	// dead at the far end, and removing the stall resets them.
+	died map[string]bool
+}
+
+func buildFailover(env Env, p *Params) (Nemesis, error) {
+	f := &Failover{Env: env, toxics: toxicSet{links: env.Links}, killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}}
+	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
+	f.Stall = p.Share("stall", 1)
+	f.Wait = p.Duration("wait", 2*env.TTL)
+	f.Down = p.Duration("down", 5*time.Second)
+	f.Interval = p.Duration("interval", env.Interval)
+	if f.Interval <= 0 || f.Down <= 0 {
+		return nil, fmt.Errorf("interval and down must be positive")
+	}
+	if err := CheckTarget(env, TargetPrimary); err != nil {
+		return nil, fmt.Errorf("needs a system with a primary and replicas (redis-sentinel): %w", err)
+	}
+	return f, nil
+}
+
+// Name implements Nemesis.
+func (f *Failover) Name() string { return "failover" }
+
+// Plan implements Nemesis. Targets are resolved when each operation runs: the primary then.
+func (f *Failover) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	plan := timedPlan(rng, f.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+		kind := f.Kinds[rng.IntN(len(f.Kinds))]
+		stall := rng.Float64() < f.Stall
+		var ops []Op
+		if stall {
+			ops = append(ops, Op{At: at, F: "stall", Effect: history.EffectFault})
+		}
+		take := at + time.Millisecond
+		back := take + f.Wait + f.Down
+		switch kind {
+		case FailKill:
+			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault}, Op{At: back, F: "start", Effect: history.EffectHeal})
+		case FailPause:
+			ops = append(ops, Op{At: take, F: "stop", Effect: history.EffectFault}, Op{At: back, F: "cont", Effect: history.EffectHeal})
+		case FailIsolate:
+			ops = append(ops, Op{At: take, F: "isolate", Effect: history.EffectFault}, Op{At: back, F: "rejoin", Effect: history.EffectHeal})
+		case FailRestart:
+			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault}, Op{At: take, F: "start", Effect: history.EffectHeal})
+		}
+		if stall {
+			ops = append(ops, Op{At: back + time.Millisecond, F: "unstall", Effect: history.EffectHeal})
+		}
+		return ops, back + time.Millisecond
+	})
+	sort.SliceStable(plan, func(i, j int) bool { return plan[i].At < plan[j].At })
+	return plan
+}
+
+// Resolve implements Resolver.
+func (f *Failover) Resolve(ctx context.Context, op Op) (Op, error) {
+	primary := RoleNodes(f.Env, TargetPrimary)
+	if len(primary) != 1 {
+		return op, fmt.Errorf("the system names %d primaries (%v): nothing to fail over", len(primary), primary)
+	}
+	p := primary[0]
+	switch op.F {
+	case "stall":
+		// A lease the replicas already have would outlive the failover on the promoted one and
+		// keep the next client out: the stall waits for a moment the primary holds no lease.
+		f.waitForLease(ctx, p, func(held []systems.Lease) bool { return len(held) == 0 })
+		cuts := Cuts{}
+		for _, r := range RoleNodes(f.Env, TargetReplicas) {
+			cuts[r] = []string{p}
+		}
+		return opWithCuts(op.At, "stall", cuts, op.Effect), nil
+	case "unstall":
+		return f.inPlace(op, "unstall", func(from string) bool { return !slices.Contains(RoleNodes(f.Env, TargetSentinels), from) }), nil
+	case "kill", "stop", "isolate":
+		if op.Effect == history.EffectFault {
+			return f.takeAway(ctx, op, p)
+		}
+	case "rejoin":
+		return f.inPlace(op, "rejoin", func(from string) bool { return slices.Contains(RoleNodes(f.Env, TargetSentinels), from) }), nil
+	}
+	// start and cont bring back what the fault in progress took away.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	op.Nodes = nil
+	if f.hit != "" {
+		op.Nodes = []string{f.hit}
+	}
+	return op, nil
+}
+
+// takeAway waits for a lease the primary p granted (in the stall, when replication is stalled, so
+// that no replica has it) and aims the fault at p; with no such lease in time the fault is skipped.
+func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
+	f.mu.Lock()
+	f.hit = ""
+	f.mu.Unlock()
+	stalled := len(f.toxics.inPlace()) > 0
+	granted := func(held []systems.Lease) bool { return len(held) > 0 }
+	if stalled {
+		granted = func(held []systems.Lease) bool { return len(onlyOn(held, p)) > 0 }
+	}
+	if f.Env.Probe != nil && len(f.Env.Keys) > 0 {
+		if !f.waitForLease(ctx, p, granted) {
+			f.Env.Log.Info("failover: fault skipped: no lease on the primary in time", "primary", p, "wait", f.Wait, "stalled", stalled)
+			op.Nodes = nil
+			return op, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	f.hit = p
+	f.mu.Unlock()
+	if op.F == "isolate" {
+		cuts := Cuts{}
+		for _, s := range RoleNodes(f.Env, TargetSentinels) {
+			cuts[s] = []string{p}
+		}
+		return opWithCuts(op.At, "isolate", cuts, op.Effect), nil
+	}
+	op.Nodes = []string{p}
+	return op, nil
+}
+
+// waitForLease polls the lock's probe until ok accepts the leases the primary holds, or Wait
+// passes. Without a probe there is nothing to wait for.
+func (f *Failover) waitForLease(ctx context.Context, primary string, ok func(held []systems.Lease) bool) bool {
+	if f.Env.Probe == nil || len(f.Env.Keys) == 0 {
+		return true
+	}
+	deadline := time.Now().Add(f.Wait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		leases := f.Env.Probe.Leases(qctx, f.Env.Keys)
+		failed := qctx.Err() != nil
+		cancel()
+		var held []systems.Lease
+		for _, l := range leases {
+			if slices.Contains(l.Nodes, primary) {
+				held = append(held, l)
+			}
+		}
+		if !failed && ok(heldWithOthers(held, leases)) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return false
+}
+
+// heldWithOthers returns the leases the primary holds, with the nodes that hold their keys under
+// another lease added to their Nodes: a key a replica holds under an older lease is present there,
+// and would keep the next client out after the replica's promotion.
+func heldWithOthers(held, all []systems.Lease) []systems.Lease {
+	out := make([]systems.Lease, len(held))
+	for i, h := range held {
+		out[i] = systems.Lease{Key: h.Key, Value: h.Value, Nodes: slices.Clone(h.Nodes)}
+		for _, o := range all {
+			if o.Key == h.Key && o.Value != h.Value {
+				out[i].Nodes = append(out[i].Nodes, o.Nodes...)
+			}
+		}
+	}
+	return out
+}
+
+// onlyOn keeps the leases whose key is present on node p alone.
+func onlyOn(held []systems.Lease, p string) []systems.Lease {
+	var out []systems.Lease
+	for _, l := range held {
+		if len(l.Nodes) == 1 && l.Nodes[0] == p {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// inPlace is a heal of the links this nemesis cut whose source keep accepts.
+func (f *Failover) inPlace(op Op, verb string, keep func(from string) bool) Op {
+	cuts := Cuts{}
+	for from, to := range f.toxics.inPlace() {
+		if keep(from) {
+			cuts[from] = to
+		}
+	}
+	return opWithCuts(op.At, verb, cuts, op.Effect)
+}
+
+// Apply implements Nemesis.
+func (f *Failover) Apply(ctx context.Context, op Op) error {
+	verb, cuts, err := splitVerb(op.F)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	switch verb {
+	case "stall", "isolate":
+		if verb == "stall" {
+			f.mu.Lock()
+			clear(f.died) // a new fault: no node has died behind these links yet
+			f.mu.Unlock()
+		}
+		for _, from := range slices.Sorted(maps.Keys(cuts)) {
+			for _, to := range cuts[from] {
+				errs = append(errs, f.toxics.add(from, to, links.Stall(verb)))
+			}
+		}
+	case "unstall", "rejoin", "heal":
+		f.mu.Lock()
+		died := maps.Clone(f.died)
+		f.mu.Unlock()
+		for _, from := range slices.Sorted(maps.Keys(cuts)) {
+			for _, to := range cuts[from] {
+				errs = append(errs, f.toxics.removeAndReset(ctx, from, to, died[to] || died[from]))
+			}
+		}
+		if len(f.toxics.inPlace()) == 0 {
+			f.mu.Lock()
+			clear(f.died)
+			f.mu.Unlock()
+		}
+	case "kill", "start", "stop", "cont":
+		for _, n := range op.Nodes {
+			errs = append(errs, f.process(ctx, verb, n))
+		}
+	default:
+		return fmt.Errorf("failover nemesis cannot %q", verb)
+	}
+	return errors.Join(errs...)
+}
+
+// process kills, starts, stops or continues node n.
+func (f *Failover) process(ctx context.Context, verb, n string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch verb {
+	case "kill":
+		f.killed[n] = true
+		f.died[n] = true
+		delete(f.paused, n) // a killed process is no longer stopped
+		return f.Env.Cluster.Kill(n)
+	case "start":
+		if f.Env.Cluster.Running(n) {
+			delete(f.killed, n)
+			return nil
+		}
+		err := f.Env.Cluster.Start(ctx, n)
+		if err == nil {
+			delete(f.killed, n)
+		}
+		return err
+	case "stop":
+		f.paused[n] = true
+		return f.Env.Cluster.Signal(n, syscall.SIGSTOP)
+	default:
+		if !f.Env.Cluster.Running(n) {
+			delete(f.paused, n)
+			return nil
+		}
+		err := f.Env.Cluster.Signal(n, syscall.SIGCONT)
+		if err == nil {
+			delete(f.paused, n)
+		}
+		return err
+	}
+}
+
+// Healing implements Nemesis: continue what is stopped, start what is killed, and remove every
+// stall and isolation.
+func (f *Failover) Healing() []Op {
+	f.mu.Lock()
+	var ops []Op
+	if len(f.paused) > 0 {
+		ops = append(ops, Op{F: "cont", Nodes: slices.Sorted(maps.Keys(f.paused)), Effect: history.EffectHeal})
+	}
+	if len(f.killed) > 0 {
+		ops = append(ops, Op{F: "start", Nodes: slices.Sorted(maps.Keys(f.killed)), Effect: history.EffectHeal})
+	}
+	f.mu.Unlock()
+	if cuts := Cuts(f.toxics.inPlace()); len(cuts) > 0 {
+		ops = append(ops, opWithCuts(0, "heal", cuts, history.EffectHeal))
+	}
+	return ops
+}

@@ -1,0 +1,233 @@
+// Package systems runs the systems under test: the nodes a lock needs, with their roles and every
+// network path between them and the clients.
+//
+// A System is started by a Backend (local child processes today), names the role of each node and
+// reports the current one (a replica the sentinels promote becomes the primary), gives each client
+// group an endpoint per node through a link, and puts a link on every path between servers too, so
+// that a fault can cut replication or isolate a master from its sentinels while clients still reach
+// it. Nemeses and the harness speak to a system only through this package's interfaces, never to a
+// server family by assumption.
+package systems
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/links"
+)
+
+// Role is what a node does in its system at some moment.
+type Role string
+
+// Roles of the systems here.
+const (
+	// RoleMaster is an independent master (redis-masters): it serves clients and replicates nothing.
+	RoleMaster Role = "master"
+	// RolePrimary is the node a replicated system writes to: the master the sentinels point at.
+	RolePrimary Role = "primary"
+	// RoleReplica copies the primary and is promoted when the primary fails.
+	RoleReplica Role = "replica"
+	// RoleSentinel watches the primary and replicas and runs the failover.
+	RoleSentinel Role = "sentinel"
+)
+
+// Node is one server process of a system.
+type Node struct {
+	Name string
+	// Role is the role the node starts with; Roles tells the current one.
+	Role Role
+	// Addr is the node's own address, for the harness's use only: it bypasses every link.
+	Addr string
+	// Data reports whether the node stores the lock's keys (a master, primary or replica; not a
+	// sentinel), so a lease probe reads it.
+	Data bool
+}
+
+// Endpoint is how a client of one group reaches one node.
+type Endpoint struct {
+	Node string
+	// Role is the node's role when the run started.
+	Role Role
+	// Addr is where the client connects: the node's link for the client's group.
+	Addr string
+	// Known is the address the servers know the node by, as they hand it to clients (a sentinel
+	// answering "where is the master"); a client maps it to Addr with Endpoints.Dial-style lookups.
+	Known string
+}
+
+// Event is something a system announced by itself during a run: a sentinel's view of a failover,
+// and every change of the roles the system reports.
+type Event struct {
+	Time time.Time
+	// From is the node that announced it (a sentinel), empty for the system's own conclusion.
+	From string
+	// Kind is the announcement: "+switch-master", "+sdown", ..., or KindRoles for a change of roles.
+	Kind string
+	// Text is the announcement with addresses replaced by node names.
+	Text string
+	// Roles are, on KindRoles, the new role of every node whose role changed.
+	Roles map[string]Role
+}
+
+// KindRoles is the Event kind of a change of the roles the system reports.
+const KindRoles = "roles"
+
+// System is a running system under test.
+type System interface {
+	// Name is the system's name, as Names lists it.
+	Name() string
+	// Nodes lists every node in a stable order, with the role it started with.
+	Nodes() []Node
+	// Roles reports the current role of every node. It answers at once, from what the system last
+	// learned; a change is also announced as an Event of kind KindRoles.
+	Roles() map[string]Role
+	// Endpoints lists, for a client of group, an endpoint per node a client may talk to.
+	Endpoints(group string) ([]Endpoint, error)
+	// Links are every proxied path: from each client group to each node, and between servers.
+	Links() *links.Set
+	// Backend starts, stops and signals the nodes and moves their clocks.
+	Backend() Backend
+	// Watch calls f with every event from now on, in order, from one goroutine; f must not block.
+	Watch(f func(Event))
+	// HoldWrites holds back client writes on node while f runs (at most max), so that what f sees
+	// of the node's keys stays true until it returns.
+	HoldWrites(ctx context.Context, node string, max time.Duration, f func(ctx context.Context) error) error
+	// Close stops every node and link. It is safe to call more than once.
+	Close() error
+}
+
+// Backend runs the nodes. Operations a backend cannot perform return an error saying so.
+type Backend interface {
+	// Start starts a stopped node and waits until it answers, with the data it kept (none when the
+	// system runs without persistence).
+	Start(ctx context.Context, node string) error
+	// StartEmpty starts a stopped node without any of its data, whatever the persistence.
+	StartEmpty(ctx context.Context, node string) error
+	// Kill stops a node at once (SIGKILL); killing a stopped node does nothing.
+	Kill(node string) error
+	// Running reports whether a node's process is up.
+	Running(node string) bool
+	// Signal sends sig to a running node (SIGSTOP and SIGCONT pause and continue it).
+	Signal(node string, sig syscall.Signal) error
+	// ClockShim reports whether the nodes run with the clock shim, so their clocks can move.
+	ClockShim() bool
+	// SetClockOffset shifts a node's wall clock by offset from the real time.
+	SetClockOffset(node string, offset time.Duration) error
+	// ClockOffset measures a node's offset against the harness clock.
+	ClockOffset(node string) (time.Duration, error)
+}
+
+// Lease is a lease as the nodes hold it: the key, the value, and the nodes whose copy of the key
+// holds that value.
+type Lease struct {
+	Key   string
+	Value string
+	Nodes []string
+}
+
+// LeaseProbe answers "which nodes hold which lease now", for lock-aware faults. A lock offers it,
+// as only the lock knows how it stores a lease.
+type LeaseProbe interface {
+	// Leases reads the keys on every node that stores the lock's data and groups the copies by
+	// lease, largest first. Nodes that do not answer are left out.
+	Leases(ctx context.Context, keys []string) []Lease
+}
+
+// Config describes a system to start. Zero values take the defaults of the system.
+type Config struct {
+	// Dir holds one subdirectory per node; it is made absolute.
+	Dir string
+	// Groups are the client groups; each gets a link to every node a client may talk to.
+	Groups      []string
+	RedisServer string
+	Persistence clusters.Persistence
+	// BasePort, when not zero, puts the nodes' own ports from BasePort on (redis-masters only).
+	BasePort int
+	// ClockShim, when set, is the clock shim every node runs with.
+	ClockShim string
+	Logger    *slog.Logger
+
+	// Nodes is the number of masters of redis-masters.
+	Nodes int
+	// Sentinel is the layout and timing of redis-sentinel.
+	Sentinel SentinelConfig
+}
+
+// Names lists the systems Start knows.
+func Names() []string { return []string{"redis-masters", "redis-sentinel"} }
+
+// Validate checks a system name.
+func Validate(name string) error {
+	if slices.Contains(Names(), name) {
+		return nil
+	}
+	return fmt.Errorf("unknown system %q: use one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Layout lists the nodes a system of cfg will have, with their first roles, without starting
+// anything: what a configuration is checked against before a run.
+func Layout(name string, cfg Config) ([]Node, error) {
+	switch name {
+	case "redis-masters":
+		if cfg.Nodes < 1 {
+			return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
+		}
+		nodes := make([]Node, cfg.Nodes)
+		for i := range nodes {
+			nodes[i] = Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Data: true}
+		}
+		return nodes, nil
+	case "redis-sentinel":
+		sc, err := cfg.Sentinel.resolve()
+		if err != nil {
+			return nil, err
+		}
+		return sc.layout(), nil
+	}
+	return nil, Validate(name)
+}
+
+// Start starts the named system and waits until it serves. On error nothing is left running.
+func Start(ctx context.Context, name string, cfg Config) (System, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch name {
+	case "redis-masters":
+		return startMasters(ctx, cfg)
+	case "redis-sentinel":
+		return startSentinel(ctx, cfg)
+	}
+	return nil, Validate(name)
+}
+
+// StaticRoles is the role view of a system that is not running: every node in its first role.
+// It stands in for a System when a configuration is checked.
+type StaticRoles []Node
+
+// Roles implements the role view.
+func (s StaticRoles) Roles() map[string]Role {
+	out := make(map[string]Role, len(s))
+	for _, n := range s {
+		out[n.Name] = n.Role
+	}
+	return out
+}
+
+// WithRole lists the nodes that have role in roles, sorted.
+func WithRole(roles map[string]Role, role Role) []string {
+	var out []string
+	for n, r := range roles {
+		if r == role {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
