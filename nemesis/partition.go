@@ -74,12 +74,18 @@ type Partition struct {
 	Group    string
 	Duration time.Duration
 	Interval time.Duration
+	// Target, when set, is a role target (primary, replicas): each fault cuts the client groups
+	// (or Group) from the nodes holding that role when it starts, so "cut the clients from the
+	// primary" follows a failover. Kinds are then not drawn.
+	Target string
 
-	toxics toxicSet
+	env      Env
+	toxics   toxicSet
+	lastCuts Cuts // the cuts of the role-targeted fault in effect, which its heal undoes
 }
 
 func buildPartition(env Env, p *Params) (Nemesis, error) {
-	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, toxics: toxicSet{links: env.Links}}
+	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, env: env, toxics: toxicSet{links: env.Links}}
 	// The default draws among the kinds that make sense for the cluster's size; a kind asked for by
 	// name that does not is an error.
 	var kinds []string
@@ -93,6 +99,12 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n.Group = p.Choice("group", "", env.Groups...)
 	n.Duration = p.Duration("duration", 2*env.TTL)
 	n.Interval = p.Duration("interval", env.Interval)
+	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas)
+	if n.Target != "" {
+		if err := CheckTarget(env, n.Target); err != nil {
+			return nil, err
+		}
+	}
 	if n.Duration <= 0 {
 		return nil, fmt.Errorf("duration must be positive")
 	}
@@ -113,8 +125,15 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 // Name implements Nemesis.
 func (n *Partition) Name() string { return "partition" }
 
-// Plan implements Nemesis: one partition at a time, each lasting Duration, of a kind drawn from Kinds.
+// Plan implements Nemesis: one partition at a time, each lasting Duration, of a kind drawn from Kinds
+// (or, with a role Target, cuts Resolve chooses when the fault starts).
 func (n *Partition) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
+	if n.Target != "" {
+		return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+			end := at + n.Duration
+			return []Op{{At: at, F: "cut", Effect: history.EffectFault}, {At: end, F: "heal", Effect: history.EffectHeal}}, end
+		})
+	}
 	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
 		kind := n.Kinds[rng.IntN(len(n.Kinds))]
 		cuts := n.draw(rng, kind)
@@ -197,6 +216,35 @@ func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
 		}
 	}
 	return cuts
+}
+
+// Resolve implements Resolver for role-targeted partitions: a cut takes the groups' paths to the
+// nodes with the role right now, its heal the same paths. Planned cuts are returned as they are.
+func (n *Partition) Resolve(_ context.Context, op Op) (Op, error) {
+	if len(op.Nodes) > 0 || n.Target == "" {
+		return op, nil
+	}
+	if op.F == "heal" {
+		cuts := n.lastCuts
+		n.lastCuts = nil
+		if len(cuts) == 0 {
+			return op, nil // its cut was skipped: no heal without a fault
+		}
+		return opWithCuts(op.At, "heal", cuts, op.Effect), nil
+	}
+	nodes := RoleNodes(n.env, n.Target)
+	n.lastCuts = nil
+	if len(nodes) == 0 {
+		return op, nil
+	}
+	cuts := Cuts{}
+	for _, g := range n.Groups {
+		if n.Group == "" || g == n.Group {
+			cuts[g] = slices.Clone(nodes)
+		}
+	}
+	n.lastCuts = cuts
+	return opWithCuts(op.At, "cut", cuts, op.Effect), nil
 }
 
 // toxics are the toxics a cut path gets in mode.
