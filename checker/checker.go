@@ -150,6 +150,9 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	if regressions > 0 && r.Valid == Valid {
 		r.Valid = Invalid
 	}
+
+	// Step 6d: leases the lock dropped before their deadline, and renewals of ended leases.
+	r.leaseFindings(events, p, opts.MaxViolations)
 	r.LockValid = r.Valid
 
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.
