@@ -68,9 +68,14 @@ type Config struct {
 	RestartDelay Duration `json:"restart_delay"`
 	// NodeTimeout bounds each lock request to one node; zero means DefaultNodeTimeout(TTL).
 	NodeTimeout Duration `json:"node_timeout"`
-	// HoldMax bounds how long a process of the mutex workload holds a lease; zero means TTL/4. Holds
-	// are not cut at the lease's deadline: a HoldMax past the validity makes processes overrun.
+	// HoldMax, when set, draws the mutex workload's holds uniformly from [0, HoldMax]; zero draws
+	// them across each lease's validity, some close to the deadline and a few past it
+	// (workloads.HoldEdge). Holds are not cut at the lease's deadline: work past it is an overrun.
 	HoldMax Duration `json:"hold_max,omitempty"`
+	// Careful makes mutex holders check their remaining validity and never plan work past it.
+	Careful bool `json:"careful,omitempty"`
+	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
+	Extend bool `json:"extend,omitempty"`
 	// ThinkMax bounds the pause a process takes between its operations; zero means
 	// DefaultThinkMax(Clients, Keys, TTL).
 	ThinkMax     Duration `json:"think_max"`
@@ -253,13 +258,21 @@ func (c *Config) resolveHold() error {
 		c.ThinkMax = Duration(DefaultThinkMax(c.Clients, c.Keys, time.Duration(c.TTL)))
 	}
 	if c.Workload != "mutex" {
-		if c.HoldMax != 0 {
-			return fmt.Errorf("--hold-max applies to the mutex workload; the %s workload holds a lease for one read and one write: drop --hold-max", c.Workload)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--extend", c.Extend}} {
+			if f.set {
+				return fmt.Errorf("%s applies to the mutex workload; the %s workload holds a lease for one read and one write: drop %s", f.name, c.Workload, f.name)
+			}
 		}
 		return nil
 	}
-	if c.HoldMax == 0 {
-		c.HoldMax = c.TTL / 4
+	switch {
+	case c.Extend && c.Careful:
+		return fmt.Errorf("--extend and --careful together: an extending holder already renews before its deadline; drop one of them")
+	case c.Extend && c.HoldMax != 0:
+		return fmt.Errorf("--extend draws work across three validities and renews the lease for it: drop --hold-max")
 	}
 	return nil
 }
