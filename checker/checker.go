@@ -129,6 +129,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
+	r.Stats.NearDeadline = nearDeadline(p.holds)
 	r.Stats.LatencyOK = latency(p.okLat)
 	r.Stats.LatencyAll = latency(p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {

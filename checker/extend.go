@@ -100,3 +100,18 @@ func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend
 	h.Extends++
 	return nil
 }
+
+// nearDeadline counts the holds released within the last tenth of their validity.
+func nearDeadline(holds []hold) int {
+	n := 0
+	for i := range holds {
+		h := &holds[i]
+		if h.dead || h.EndedBy != "release" || h.Deadline == Never {
+			continue
+		}
+		if 10*(h.Deadline-h.End) <= h.Deadline-h.Start {
+			n++
+		}
+	}
+	return n
+}

@@ -179,6 +179,10 @@ type Stats struct {
 	Releases      Counts            `json:"releases"`
 	// Extends counts lease renewals (workloads that extend their leases).
 	Extends Counts `json:"extends"`
+	// NearDeadline counts the holds released within the last tenth of their validity (from the
+	// acquire's completion to the deadline, renewals included): how often the workload reached the
+	// edge of a lease, where bugs that shorten leases show.
+	NearDeadline int `json:"near_deadline"`
 	// Availability is the share of acquires that completed ok (0 when there were none).
 	Availability float64 `json:"availability"`
 	// Availability as users mean it. HeldShare is the share of the run's time during which someone
@@ -299,7 +303,7 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
 		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
-	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info)
+	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info; %d holds released in the last tenth of their validity\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info, s.NearDeadline)
 	if s.Extends.Total() > 0 {
 		fmt.Fprintf(&b, "extends: %d ok, %d fail, %d info\n", s.Extends.OK, s.Extends.Fail, s.Extends.Info)
 	}

@@ -217,7 +217,8 @@ func DefaultThinkMax(clients, keys int, ttl time.Duration) time.Duration {
 // resolveNodes checks the node count against the lock: single and fenced use one node, Redlock a
 // majority of an odd count.
 func (c *Config) resolveNodes() error {
-	one := c.Lock == "single" || c.Lock == "fenced"
+	base := locks.Base(c.Lock) // a self-test mutant takes the nodes of the lock it breaks
+	one := base == "single" || base == "fenced"
 	if c.Nodes < 0 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
 	}
@@ -232,7 +233,7 @@ func (c *Config) resolveNodes() error {
 		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
 	case one && c.Nodes != 1:
 		return fmt.Errorf("--lock %s uses one node, got --nodes %d: drop --nodes (or use --lock redlock for several nodes)", c.Lock, c.Nodes)
-	case c.Lock != "redlock":
+	case base != "redlock":
 	case c.Nodes == 1:
 		return fmt.Errorf("--lock redlock needs at least 3 nodes, got --nodes 1: use --nodes 3 or 5 (Redlock over one node is --lock single)")
 	case c.Nodes%2 == 0 && !c.AllowEvenNodes:
