@@ -23,6 +23,7 @@ func newRunCmd() *cobra.Command {
 	var cfg harness.Config
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout time.Duration
 	var junit *string
+	var seedList string
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -50,6 +51,9 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			if cmd.Flags().Changed("seeds") {
+				return runSeeds(cmd, cfg, seedList, *junit)
+			}
 			began := time.Now()
 			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 			j := newJUnit(*junit, "lockpick run")
@@ -93,6 +97,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
 	f.DurationVar(&checkTimeout, "check-timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault schedule and the workload (default random, printed)")
+	f.StringVar(&seedList, "seeds", "", "run once per seed of this comma-separated list (for example 1,2,3) and summarise the runs")
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
@@ -106,13 +111,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "time-limit", "store", "junit":
+		case "seed", "seeds", "time-limit", "store", "junit":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --time-limit and --store apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit and --store apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -128,6 +133,9 @@ func runFile(cmd *cobra.Command, file string) error {
 	if cmd.Flags().Changed("seed") {
 		seed, _ := cmd.Flags().GetUint64("seed")
 		o.seed = &seed
+	}
+	if cmd.Flags().Changed("seeds") {
+		return runFileSeeds(cmd, s, o)
 	}
 	met, err := runScenario(cmd, s, o)
 	if jerr := o.junit.write(); jerr != nil && err == nil {
