@@ -117,7 +117,7 @@ of a correct lock was valid, 1 otherwise.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 5, "seeds per mutant (1, 2, ...)")
-	f.IntVar(&correctSeeds, "correct-seeds", 2, "seeds per scenario for the correct locks")
+	f.IntVar(&correctSeeds, "correct-seeds", 3, "seeds per scenario for the correct locks")
 	f.DurationVar(&timeLimit, "time-limit", 6*time.Second, "fault phase of each run")
 	f.StringVar(&store, "store", "", "directory for the runs (default: a temporary directory, removed afterwards)")
 	f.StringVar(&report, "report", "", "also write the score table (markdown) to this file")
