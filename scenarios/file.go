@@ -67,6 +67,10 @@ func Findings() map[string]func(*checker.Result) int {
 		},
 		// token_regressions: acquires handed a token not above one handed out before.
 		"token_regressions": func(r *checker.Result) int { return r.TokenRegressionCount },
+		// early_losses: releases or extends refused as "lease no longer held" before the deadline.
+		"early_losses": func(r *checker.Result) int { return r.EarlyLossCount },
+		// late_extends: renewals of leases that had already ended.
+		"late_extends": func(r *checker.Result) int { return r.LateExtendCount },
 		// ok_acquires: leases granted at all.
 		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
 	}

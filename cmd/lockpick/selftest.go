@@ -54,11 +54,11 @@ var selfCells = []selfCell{
 var selfOrder = map[string][]string{
 	"redlock-quorum-off-by-one":   {"slow-group", "none"},
 	"redlock-validity-from-reply": {"slow-group", "timeouts"},
-	"redlock-release-del":         {"none"},
-	"single-seconds":              {"none"},
-	"single-release-del":          {"none"},
+	"redlock-release-del":         {"none", "slow-group"},
+	"single-seconds":              {"none", "extend"},
+	"single-release-del":          {"none", "slow-group"},
 	"single-release-get-del":      {"slow-group", "none"},
-	"single-extend-unchecked":     {"extend"},
+	"single-extend-unchecked":     {"extend", "slow-group"},
 	"single-timeout-grants":       {"timeouts", "slow-group"},
 }
 
