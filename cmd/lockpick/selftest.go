@@ -58,7 +58,7 @@ var selfOrder = map[string][]string{
 	"single-seconds":              {"none", "extend"},
 	"single-release-del":          {"none", "slow-group"},
 	"single-release-get-del":      {"slow-group", "none"},
-	"single-extend-unchecked":     {"extend", "slow-group"},
+	"single-extend-unchecked":     {"extend"},
 	"single-timeout-grants":       {"timeouts", "slow-group"},
 }
 
