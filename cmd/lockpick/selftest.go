@@ -40,7 +40,7 @@ var selfCells = []selfCell{
 		if locks.Base(c.Lock) == "redlock" {
 			target = "minority"
 		}
-		c.Nemesis = "latency:group=c2:target=" + target + ":mode=steady:delay=700ms:duration=3s:interval=1s"
+		c.Nemesis = "latency:group=c2:target=" + target + ":mode=steady:delay=700ms:duration=2s:interval=500ms"
 	}},
 	// The slow group's requests time out (a spike three node timeouts long) and land late.
 	{"timeouts", func(c *harness.Config) {
@@ -118,7 +118,7 @@ of a correct lock was valid, 1 otherwise.`,
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 5, "seeds per mutant (1, 2, ...)")
 	f.IntVar(&correctSeeds, "correct-seeds", 3, "seeds per scenario for the correct locks")
-	f.DurationVar(&timeLimit, "time-limit", 6*time.Second, "fault phase of each run")
+	f.DurationVar(&timeLimit, "time-limit", 8*time.Second, "fault phase of each run")
 	f.StringVar(&store, "store", "", "directory for the runs (default: a temporary directory, removed afterwards)")
 	f.StringVar(&report, "report", "", "also write the score table (markdown) to this file")
 	return cmd
