@@ -153,7 +153,7 @@ func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	}
 
 	// Step 6d: leases the lock dropped before their deadline, and renewals of ended leases.
-	r.leaseFindings(events, p, opts.MaxViolations)
+	r.leaseFindings(p, opts.MaxViolations)
 	r.LockValid = r.Valid
 
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.

@@ -27,76 +27,37 @@ type EarlyLoss struct {
 	// Cause names the faults in effect between the lease's acquire and the refusal, or "no fault".
 	Cause       string `json:"cause"`
 	Description string `json:"description"`
+
+	asked int64 // when the lease's acquire was invoked
 }
 
-// promise is what a process was promised for one lease: since when it asked, and until when.
-type promise struct {
-	asked    int64
-	deadline int64
-}
-
-// earlyLosses finds every EarlyLoss in a validated history (step 6d), listing at most limit. Each
-// process's leases are tracked by key and value from the ok acquire that granted them and every ok
-// extend that renewed them, so the deadline compared is the latest one the lock promised.
-func earlyLosses(events []history.Event, faults []FaultWindow, limit int) (count int, out []EarlyLoss) {
-	leases := map[int]map[string]promise{} // process -> key\x00value -> promise
-	inflight := map[int]int{}
-	id := func(key, value string) string { return key + "\x00" + value }
-	for i := range events {
-		e := &events[i]
-		if e.Process < 0 {
-			continue
-		}
-		if e.Type == history.Invoke {
-			inflight[e.Process] = i
-			continue
-		}
-		j, ok := inflight[e.Process]
-		if !ok {
-			continue
-		}
-		delete(inflight, e.Process)
-		inv := &events[j]
-		key := inv.Key
-		if key == "" {
-			key = e.Key
-		}
-		switch {
-		case e.F == history.FAcquire && e.Type == history.OK && e.Deadline > 0:
-			if leases[e.Process] == nil {
-				leases[e.Process] = map[string]promise{}
-			}
-			leases[e.Process][id(key, e.Value)] = promise{asked: inv.Time, deadline: e.Deadline}
-		case e.F == history.FExtend && e.Type == history.OK:
-			if p, ok := leases[e.Process][id(key, inv.Value)]; ok && e.Deadline > p.deadline {
-				p.deadline = e.Deadline
-				leases[e.Process][id(key, inv.Value)] = p
-			}
-		case (e.F == history.FRelease || e.F == history.FExtend) && e.Type == history.Fail && e.Reason == history.ReasonLost:
-			p, ok := leases[e.Process][id(key, inv.Value)]
-			if !ok || e.Time >= p.deadline {
-				break
-			}
-			count++
-			if len(out) < limit {
-				out = append(out, newEarlyLoss(key, inv, e, p, faults))
-			}
-		}
-		if e.F == history.FRelease {
-			delete(leases[e.Process], id(key, inv.Value))
-		}
+// lostAt applies a release or extend completion e (invoked at inv) refused with reason lost
+// (step 1): if it completed before the deadline of the lease it names, among the process's recent
+// holds (renewals included), it is an early loss, kept for step 6d to name its cause. It needs no
+// event but the completion and its invoke, so the streaming check can call it as the parser does.
+func lostAt(holds []hold, recent []int32, inv, e *history.Event) *EarlyLoss {
+	if e.Type != history.Fail || e.Reason != history.ReasonLost {
+		return nil
 	}
-	return count, out
+	k := findLease(len(recent), func(k int) *hold { return &holds[recent[k]] }, inv.Key, inv.Value)
+	if k < 0 {
+		return nil
+	}
+	h := &holds[recent[k]]
+	if h.Deadline == Never || e.Time >= h.Deadline {
+		return nil
+	}
+	return &EarlyLoss{
+		Key: h.key, Process: e.Process, Value: inv.Value, F: e.F, Invoke: inv.Time, Completed: e.Time,
+		Deadline: h.Deadline, Early: h.Deadline - e.Time, asked: h.Invoke,
+	}
 }
 
-func newEarlyLoss(key string, inv, e *history.Event, p promise, faults []FaultWindow) EarlyLoss {
-	l := EarlyLoss{
-		Key: key, Process: e.Process, Value: inv.Value, F: e.F, Invoke: inv.Time, Completed: e.Time,
-		Deadline: p.deadline, Early: p.deadline - e.Time, Cause: faultsBetween(faults, p.asked, e.Time),
-	}
+// describe fills in the cause and the description once the fault windows are known (step 6d).
+func (l *EarlyLoss) describe(faults []FaultWindow) {
+	l.Cause = faultsBetween(faults, l.asked, l.Completed)
 	l.Description = fmt.Sprintf("key %s: p%d's %s was refused as \"lease no longer held\" at %s, %s before the deadline %s the lock promised; cause: %s",
-		key, l.Process, l.F, FormatTime(l.Completed), FormatSpan(l.Early), FormatTime(l.Deadline), l.Cause)
-	return l
+		l.Key, l.Process, l.F, FormatTime(l.Completed), FormatSpan(l.Early), FormatTime(l.Deadline), l.Cause)
 }
 
 // faultsBetween names the fault windows that overlap [from, to], or "no fault".
@@ -115,8 +76,12 @@ func faultsBetween(faults []FaultWindow, from, to int64) string {
 
 // leaseFindings applies step 6d: early lease losses and late extends, each of which makes the
 // lock-level verdict invalid.
-func (r *Result) leaseFindings(events []history.Event, p *parsed, limit int) {
-	r.EarlyLossCount, r.EarlyLosses = earlyLosses(events, r.Faults, limit)
+func (r *Result) leaseFindings(p *parsed, limit int) {
+	r.EarlyLossCount = len(p.earlyLosses)
+	r.EarlyLosses = p.earlyLosses[:min(len(p.earlyLosses), limit)]
+	for i := range r.EarlyLosses {
+		r.EarlyLosses[i].describe(r.Faults)
+	}
 	r.LateExtendCount = len(p.lateExtends)
 	r.LateExtends = p.lateExtends[:min(len(p.lateExtends), limit)]
 	if (r.EarlyLossCount > 0 || r.LateExtendCount > 0) && r.Valid == Valid {

@@ -115,3 +115,21 @@ func nearDeadline(holds []hold) int {
 	}
 	return n
 }
+
+// leaseEvent is step 1 for the completion e of a release or extend invoked at inv, recent being
+// its process's latest holds: counts, renewals, late extends and early losses.
+func (p *parsed) leaseEvent(recent []int32, inv, e *history.Event) {
+	if e.F == history.FRelease {
+		p.stats.Releases.add(e.Type)
+	} else {
+		p.stats.Extends.add(e.Type)
+	}
+	if e.F == history.FExtend && e.Type == history.OK {
+		if late := extendHold(p.holds, recent, inv, e); late != nil {
+			p.lateExtends = append(p.lateExtends, *late)
+		}
+	}
+	if l := lostAt(p.holds, recent, inv, e); l != nil {
+		p.earlyLosses = append(p.earlyLosses, *l)
+	}
+}

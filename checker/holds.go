@@ -37,8 +37,10 @@ type parsed struct {
 	notes   []string
 	// expired counts, per key, the ok acquires whose lease had expired on arrival.
 	expired map[string]int
-	// lateExtends are the ok extends that completed after their lease had ended (see extendHold).
+	// lateExtends are the ok extends that completed after their lease had ended (see extendHold);
+	// earlyLosses the releases and extends refused as lost before their deadline (see lostAt).
 	lateExtends []LateExtend
+	earlyLosses []EarlyLoss
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -215,15 +217,8 @@ func parse(events []history.Event) *parsed {
 				r = r[len(r)-recentHolds:]
 			}
 			recent[e.Process] = r
-		case history.FRelease:
-			p.stats.Releases.add(e.Type)
-		case history.FExtend:
-			p.stats.Extends.add(e.Type)
-			if e.Type == history.OK {
-				if late := extendHold(p.holds, recent[e.Process], inv, e); late != nil {
-					p.lateExtends = append(p.lateExtends, *late)
-				}
-			}
+		case history.FRelease, history.FExtend:
+			p.leaseEvent(recent[e.Process], inv, e)
 		case history.FRead, history.FWrite:
 			// Reads and writes of the protected resource are work under the process's latest lease
 			// of the key (their Value is the counter's, not the lease's). A write whose outcome is
