@@ -10,7 +10,7 @@ import (
 // lost and error a failed release or extend. "lost" anywhere else would be read as early lease loss
 // by nobody, so it is refused rather than ignored.
 func (v *validator) reason(i int) error {
-	e := &v.log.Events[i]
+	e := v.at(i)
 	switch e.Reason {
 	case "", history.ReasonError:
 		return nil
@@ -36,7 +36,7 @@ func (v *validator) reason(i int) error {
 // and value the checker can pair it with), and an ok one promises a deadline not before it was
 // asked for, as an ok acquire does.
 func (v *validator) extended(i, j int) error {
-	e, inv := &v.log.Events[i], &v.log.Events[j]
+	e, inv := v.at(i), v.at(j)
 	if inv.Key == "" {
 		return v.fail(j, "process %d's extend names no key: an extend names the lease it renews (key and value)", e.Process)
 	}
