@@ -75,7 +75,7 @@ func (m Mutex) hold(c *client, rng *rand.Rand, lease *locks.Lease) (*locks.Lease
 }
 
 // holdExtending works for a time drawn across three validities, renewing the lease when a third of
-// its validity is left. One renewal in ten comes late, after the deadline (a holder that stalled, half
+// its validity is left. One renewal in five comes late, after the deadline (a holder that stalled, half
 // of them by at most v/50, half by at most v/5):
 // a correct lock refuses it, a lock that renews ended leases is caught by the checker. A renewal
 // the lock refuses ends the work.
@@ -89,7 +89,7 @@ func (m Mutex) holdExtending(c *client, rng *rand.Rand, lease *locks.Lease) (*lo
 			return lease, false
 		}
 		chunk := max(until-v/3, 0)
-		if rng.IntN(10) == 0 {
+		if rng.IntN(5) == 0 {
 			// Stalled past the deadline: half just past it (where the servers may still hold the
 			// key), half well past it (where another client may hold it).
 			late := randDuration(rng, v/50)
