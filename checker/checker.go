@@ -181,6 +181,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
+	r.Stats.NearDeadline = nearDeadline(p.holds)
 	r.Stats.LatencyOK = latency(p.okLat)
 	r.Stats.LatencyAll = latency(p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {
@@ -202,6 +203,9 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	if regressions > 0 && r.Valid == Valid {
 		r.Valid = Invalid
 	}
+
+	// Step 6d: leases the lock dropped before their deadline, and renewals of ended leases.
+	r.leaseFindings(p, opts.MaxViolations)
 	r.LockValid = r.Valid
 
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.

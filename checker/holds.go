@@ -38,6 +38,10 @@ type parsed struct {
 	notes   []string
 	// expired counts, per key, the ok acquires whose lease had expired on arrival.
 	expired map[string]int
+	// lateExtends are the ok extends that completed after their lease had ended (see extendHold);
+	// earlyLosses the releases and extends refused as lost before their deadline (see lostAt).
+	lateExtends []LateExtend
+	earlyLosses []EarlyLoss
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -242,8 +246,8 @@ func (pr *parser) event(i int) {
 			r = r[len(r)-recentHolds:]
 		}
 		recent[e.Process] = r
-	case history.FRelease:
-		p.stats.Releases.add(e.Type)
+	case history.FRelease, history.FExtend:
+		p.leaseEvent(recent[e.Process], inv, e)
 	case history.FRead, history.FWrite:
 		// Reads and writes of the protected resource are work under the process's latest lease
 		// of the key (their Value is the counter's, not the lease's). A write whose outcome is
@@ -296,6 +300,8 @@ func (pr *parser) finish() *parsed {
 			keyCounts(e.Key).Pending++
 		case history.FRelease:
 			p.stats.Releases.Pending++
+		case history.FExtend:
+			p.stats.Extends.Pending++
 		}
 	}
 	var pendingNemesis int

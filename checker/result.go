@@ -37,6 +37,13 @@ type Result struct {
 	// TokenRegressions lists the first of each run of them (at most Options.MaxViolations).
 	TokenRegressions     []TokenRegression `json:"token_regressions,omitempty"`
 	TokenRegressionCount int               `json:"token_regression_count,omitempty"`
+	// EarlyLosses are releases and extends that the lock refused as "lease no longer held" although
+	// they completed before the deadline it had promised (see EarlyLoss); LateExtends are extends
+	// that renewed a lease after it had ended. Either makes the lock-level verdict invalid.
+	EarlyLosses     []EarlyLoss  `json:"early_losses,omitempty"`
+	EarlyLossCount  int          `json:"early_loss_count,omitempty"`
+	LateExtends     []LateExtend `json:"late_extends,omitempty"`
+	LateExtendCount int          `json:"late_extend_count,omitempty"`
 	// Porcupine is porcupine's own verdict on the holds: "ok", "illegal" or "unknown".
 	Porcupine string `json:"porcupine"`
 	// Violations lists overlapping holds, at most Options.MaxViolations of them.
@@ -87,6 +94,9 @@ type HoldInfo struct {
 	Nodes []string `json:"nodes,omitempty"`
 	// WorkEnd is when the last protected work under this lease ended, 0 if there was none.
 	WorkEnd int64 `json:"work_end,omitempty"`
+	// Extends counts the ok extends that renewed this lease in time; Deadline is then the last
+	// renewed deadline.
+	Extends int `json:"extends,omitempty"`
 }
 
 // Violation is two holds of one key that overlapped: mutual exclusion was broken.
@@ -170,6 +180,12 @@ type Stats struct {
 	Acquires      Counts            `json:"acquires"`
 	AcquiresByKey map[string]Counts `json:"acquires_by_key"`
 	Releases      Counts            `json:"releases"`
+	// Extends counts lease renewals (workloads that extend their leases).
+	Extends Counts `json:"extends"`
+	// NearDeadline counts the holds released within the last tenth of their validity (from the
+	// acquire's completion to the deadline, renewals included): how often the workload reached the
+	// edge of a lease, where bugs that shorten leases show.
+	NearDeadline int `json:"near_deadline"`
 	// Availability is the share of acquires that completed ok (0 when there were none).
 	Availability float64 `json:"availability"`
 	// Availability as users mean it. HeldShare is the share of the run's time during which someone
@@ -251,6 +267,7 @@ func (r *Result) Summary() string {
 			fmt.Fprintf(&b, "  %s\n", t.Description)
 		}
 	}
+	r.summarizeLeaseFindings(&b, show)
 	if res := r.Resource; res != nil {
 		fmt.Fprintf(&b, "data (guard %s): porcupine %s on the counter model, %d segments; reads %d ok %d fail; writes %d accepted, %d rejected, %d unknown\n",
 			res.Guard, res.Porcupine, res.Segments, res.Reads.OK, res.Reads.Fail, res.Writes.OK, res.Writes.Fail, res.Writes.Info)
@@ -289,7 +306,10 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
 		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
-	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info)
+	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info; %d holds released in the last tenth of their validity\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info, s.NearDeadline)
+	if s.Extends.Total() > 0 {
+		fmt.Fprintf(&b, "extends: %d ok, %d fail, %d info\n", s.Extends.OK, s.Extends.Fail, s.Extends.Info)
+	}
 	fmt.Fprintf(&b, "acquire latency ok: p50 %.2fms p90 %.2fms p99 %.2fms max %.2fms; all: p50 %.2fms p99 %.2fms max %.2fms\n",
 		s.LatencyOK.P50, s.LatencyOK.P90, s.LatencyOK.P99, s.LatencyOK.Max, s.LatencyAll.P50, s.LatencyAll.P99, s.LatencyAll.Max)
 	fmt.Fprintf(&b, "fault windows: %d; ok acquires inside faults: %d (%d asked and granted while a fault was surely in effect), outside: %d\n", len(r.Faults), s.OKInFaults, s.OKWhollyInFaults, s.OKOutsideFaults)
@@ -426,6 +446,12 @@ func (r *Result) Verdicts() string {
 	}
 	if r.TokenRegressionCount > 0 {
 		extra = append(extra, fmt.Sprintf("%d token regressions", r.TokenRegressionCount))
+	}
+	if r.EarlyLossCount > 0 {
+		extra = append(extra, fmt.Sprintf("%d early lease losses", r.EarlyLossCount))
+	}
+	if r.LateExtendCount > 0 {
+		extra = append(extra, fmt.Sprintf("%d late extends", r.LateExtendCount))
 	}
 	if r.OverrunCount > 0 {
 		extra = append(extra, fmt.Sprintf("with %d overruns", r.OverrunCount))

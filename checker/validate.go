@@ -34,7 +34,7 @@ type runInfo struct {
 //   - indexes strictly increase and times never go back, over the file and within each process
 //     (the Recorder stamps both under one lock, so anything else is a corrupt file or two histories
 //     concatenated);
-//   - client processes (0 and up) do acquire, release, work, read and write, one at a time, each
+//   - client processes (0 and up) do acquire, release, extend, work, read and write, one at a time, each
 //     completion following an invoke of the same operation; the nemesis (-1) may run several
 //     operations at once, each invoke a fault or a heal and each completion matching an invoke of
 //     the same operation (and effect, if it names one); the harness (-2) does run and final;
@@ -47,7 +47,9 @@ type runInfo struct {
 //   - leases are sane: an ok acquire's deadline (0 when the lock promised none) and validity are
 //     not negative, and the deadline is not before the acquire was invoked (a lease that ended
 //     before it was asked for cannot have been granted; one that ended while the request was in
-//     flight can, and grants no hold); a failed acquire's reason is held, error or none.
+//     flight can, and grants no hold); a failed acquire's reason is held, error or none; a failed
+//     release's or extend's is lost, error or none; an ok extend names its lease and promises a
+//     deadline (see extended).
 //
 // A violation is a *ValidationError naming the line.
 func validate(l *history.Log) (runInfo, error) {
@@ -103,8 +105,8 @@ func (v *validator) event(i int) error {
 	if err := v.order(i); err != nil {
 		return err
 	}
-	if e.Reason != "" && e.Reason != history.ReasonHeld && e.Reason != history.ReasonError {
-		return v.fail(i, "unknown reason %q: a failed acquire's reason is %q (another client holds the lock) or %q (a definite failure)", e.Reason, history.ReasonHeld, history.ReasonError)
+	if err := v.reason(i); err != nil {
+		return err
 	}
 	var err error
 	switch {
@@ -160,7 +162,7 @@ func (v *validator) order(i int) error {
 // isClientOp reports whether f is an operation of a client process.
 func isClientOp(f string) bool {
 	switch f {
-	case history.FAcquire, history.FRelease, history.FWork, history.FRead, history.FWrite:
+	case history.FAcquire, history.FRelease, history.FExtend, history.FWork, history.FRead, history.FWrite:
 		return true
 	}
 	return false
@@ -169,7 +171,7 @@ func isClientOp(f string) bool {
 func (v *validator) client(i int) error {
 	e := v.st.at(i)
 	if !isClientOp(e.F) {
-		return v.fail(i, "process %d: unknown operation %q: client operations are acquire, release, work, read and write", e.Process, e.F)
+		return v.fail(i, "process %d: unknown operation %q: client operations are acquire, release, extend, work, read and write", e.Process, e.F)
 	}
 	if e.Type == history.Invoke {
 		if j, busy := v.inflight[e.Process]; busy {
@@ -191,8 +193,11 @@ func (v *validator) client(i int) error {
 		return v.fail(i, "process %d completed %s but its operation in flight is the %s of line %d", e.Process, e.F, inv.F, v.line(j))
 	}
 	delete(v.inflight, e.Process)
-	if e.F == history.FAcquire {
+	switch e.F {
+	case history.FAcquire:
 		return v.acquired(i, j)
+	case history.FExtend:
+		return v.extended(i, j)
 	}
 	return nil
 }

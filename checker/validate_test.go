@@ -35,7 +35,7 @@ func TestValidationNamesTheLine(t *testing.T) {
 		want  string
 	}{
 		{"unknown type", []string{lAcq, `{"index":1,"time":2000,"type":"done","process":0,"f":"acquire"}`}, 2, `unknown event type "done"`},
-		{"unknown op", []string{lAcq, lAcqOK, `{"index":2,"time":2500,"type":"invoke","process":0,"f":"extend","key":"k"}`}, 3, `unknown operation "extend"`},
+		{"unknown op", []string{lAcq, lAcqOK, `{"index":2,"time":2500,"type":"invoke","process":0,"f":"renew","key":"k"}`}, 3, `unknown operation "renew"`},
 		{"op in another case", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"Acquire","key":"k"}`}, 1, `unknown operation "Acquire"`},
 		{"duplicate index", []string{lAcq, strings.Replace(lAcqOK, `"index":1`, `"index":0`, 1)}, 2, "index 0 repeats that of line 1"},
 		{"index back", []string{lAcq, lAcqOK, strings.Replace(lRel, `"index":2`, `"index":0`, 1), lRelOK}, 3, "index 0 goes back from 1 on line 2"},
@@ -85,13 +85,13 @@ func TestValidationNamesTheLine(t *testing.T) {
 
 // Blank lines do not shift the line an error names.
 func TestValidationCountsBlankLines(t *testing.T) {
-	_, err := checkText(lAcq, "", "   ", `{"index":1,"time":2000,"type":"ok","process":0,"f":"extend"}`)
+	_, err := checkText(lAcq, "", "   ", `{"index":1,"time":2000,"type":"ok","process":0,"f":"renew"}`)
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Line != 4 {
 		t.Fatalf("want an error on line 4, got %v", err)
 	}
 	// Check on events alone takes event i to be on line i+1.
-	_, err = Check([]history.Event{{Type: history.Invoke, F: "extend"}}, Options{})
+	_, err = Check([]history.Event{{Type: history.Invoke, F: "renew"}}, Options{})
 	if !errors.As(err, &ve) || ve.Line != 1 {
 		t.Fatalf("want an error on line 1, got %v", err)
 	}

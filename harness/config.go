@@ -78,9 +78,14 @@ type Config struct {
 	RestartDelay Duration `json:"restart_delay"`
 	// NodeTimeout bounds each lock request to one node; zero means DefaultNodeTimeout(TTL).
 	NodeTimeout Duration `json:"node_timeout"`
-	// HoldMax bounds how long a process of the mutex workload holds a lease; zero means TTL/4. Holds
-	// are not cut at the lease's deadline: a HoldMax past the validity makes processes overrun.
+	// HoldMax, when set, draws the mutex workload's holds uniformly from [0, HoldMax]; zero draws
+	// them across each lease's validity, some close to the deadline and a few past it
+	// (workloads.HoldEdge). Holds are not cut at the lease's deadline: work past it is an overrun.
 	HoldMax Duration `json:"hold_max,omitempty"`
+	// Careful makes mutex holders check their remaining validity and never plan work past it.
+	Careful bool `json:"careful,omitempty"`
+	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
+	Extend bool `json:"extend,omitempty"`
 	// ThinkMax bounds the pause a process takes between its operations; zero means
 	// DefaultThinkMax(Clients, Keys, TTL).
 	ThinkMax     Duration `json:"think_max"`
@@ -280,6 +285,7 @@ func (c *Config) layout() []systems.Node {
 // node, Redlock a majority of an odd count (def is the lock's default).
 func (c *Config) resolveNodes(def int) error {
 	one := def == 1
+	base := locks.Base(c.Lock) // a self-test mutant takes the nodes of the lock it breaks
 	if c.Nodes < 0 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
 	}
@@ -291,7 +297,7 @@ func (c *Config) resolveNodes(def int) error {
 		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
 	case one && c.Nodes != 1:
 		return fmt.Errorf("--lock %s uses one node, got --nodes %d: drop --nodes (or use --lock redlock for several nodes)", c.Lock, c.Nodes)
-	case c.Lock != "redlock":
+	case base != "redlock":
 	case c.Nodes == 1:
 		return fmt.Errorf("--lock redlock needs at least 3 nodes, got --nodes 1: use --nodes 3 or 5 (Redlock over one node is --lock single)")
 	case c.Nodes%2 == 0 && !c.AllowEvenNodes:
@@ -317,13 +323,21 @@ func (c *Config) resolveHold() error {
 		c.ThinkMax = Duration(DefaultThinkMax(c.Clients, c.Keys, time.Duration(c.TTL)))
 	}
 	if c.Workload != "mutex" {
-		if c.HoldMax != 0 {
-			return fmt.Errorf("--hold-max applies to the mutex workload; the %s workload holds a lease for one read and one write: drop --hold-max", c.Workload)
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--extend", c.Extend}} {
+			if f.set {
+				return fmt.Errorf("%s applies to the mutex workload; the %s workload holds a lease for one read and one write: drop %s", f.name, c.Workload, f.name)
+			}
 		}
 		return nil
 	}
-	if c.HoldMax == 0 {
-		c.HoldMax = c.TTL / 4
+	switch {
+	case c.Extend && c.Careful:
+		return fmt.Errorf("--extend and --careful together: an extending holder already renews before its deadline; drop one of them")
+	case c.Extend && c.HoldMax != 0:
+		return fmt.Errorf("--extend draws work across three validities and renews the lease for it: drop --hold-max")
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"negative check timeout", func(c *Config) { c.CheckTimeout = Duration(-time.Second) }, "--check-timeout must be positive"},
 		{"too many clients", func(c *Config) { c.Clients = MaxClients + 1 }, "--clients must lie between 1 and 1000, got 1001"},
 		{"hold-max on counter", func(c *Config) { c.Workload, c.HoldMax = "counter", Duration(time.Second) }, "--hold-max applies to the mutex workload"},
+		{"careful on counter", func(c *Config) { c.Workload, c.Careful = "counter", true }, "--careful applies to the mutex workload"},
+		{"extend and careful", func(c *Config) { c.Extend, c.Careful = true, true }, "--extend and --careful together"},
+		{"extend with hold-max", func(c *Config) { c.Extend, c.HoldMax = true, Duration(time.Second) }, "--extend draws work across three validities"},
 		{"name escaping the store", func(c *Config) { c.Name = "../x" }, "--name \"../x\" is not a plain name"},
 		{"name with a slash", func(c *Config) { c.Name = "a/b" }, "is not a plain name"},
 		{"hidden name", func(c *Config) { c.Name = ".x" }, "not starting with a dot"},
@@ -86,7 +89,7 @@ func TestResolveDefaults(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Nodes != 5 || cfg.RestartDelay != Duration(3*time.Second) || cfg.NodeTimeout != Duration(500*time.Millisecond) || cfg.HoldMax != Duration(500*time.Millisecond) || cfg.ThinkMax != Duration(200*time.Millisecond) {
+	if cfg.Nodes != 5 || cfg.RestartDelay != Duration(3*time.Second) || cfg.NodeTimeout != Duration(500*time.Millisecond) || cfg.HoldMax != 0 || cfg.ThinkMax != Duration(200*time.Millisecond) {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 	if !filepath.IsAbs(cfg.Store) || CheckName(cfg.Name) != nil {

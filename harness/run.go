@@ -250,6 +250,10 @@ func (c *Config) plan() *history.Plan {
 	for _, s := range c.Specs() {
 		p.Nemeses = append(p.Nemeses, s.String())
 	}
+	if c.Workload == "mutex" {
+		m := c.mutex()
+		p.Hold, p.HoldMax, p.Careful, p.Extend = m.HoldName(), int64(m.HoldMax), m.Careful, m.Extend
+	}
 	return p
 }
 
@@ -263,9 +267,15 @@ func (c *Config) workload(sys *system) interface {
 			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.pauses,
 		}
 	}
+	return c.mutex()
+}
+
+// mutex is the configured mutex workload.
+func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
-		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL),
+		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
+		Careful: c.Careful, Extend: c.Extend,
 	}
 }
 

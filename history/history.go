@@ -20,8 +20,13 @@ const (
 const (
 	// FAcquire asks the lock for a lease; an ok completion carries Value, Token, Deadline, Validity.
 	FAcquire = "acquire"
-	// FRelease gives a lease back; its invoke time ends the hold.
+	// FRelease gives a lease back; its invoke time ends the hold. A fail completion carries
+	// ReasonLost when the lock answered that the lease was no longer held.
 	FRelease = "release"
+	// FExtend renews a lease: the invoke names the lease (Key, Value); an ok completion carries the
+	// renewed lease's Deadline and Validity, which then end the hold; a fail completion carries
+	// ReasonLost (the lock answered that the lease was no longer held) or ReasonError.
+	FExtend = "extend"
 	// FWork is the protected work done under a lease: invoke when it starts, ok when it ends. Work that
 	// ends after the lease's deadline is an overrun.
 	FWork = "work"
@@ -48,6 +53,9 @@ const (
 	// ReasonError: the lock could not be reached or reach its quorum (refused connection, no
 	// majority); the request certainly had no effect.
 	ReasonError = "error"
+	// ReasonLost: a release or extend was refused because the lease was no longer held. Completed
+	// before the deadline the lock promised, it proves the lock dropped a lease early.
+	ReasonLost = "lost"
 )
 
 // Plan is what a run set out to do, recorded on the run's invoke so that the history alone tells
@@ -64,6 +72,14 @@ type Plan struct {
 	// Nemeses are the nemesis specs of the run (name:param=value...), empty for none.
 	Nemeses []string `json:"nemeses,omitempty"`
 	Seed    uint64   `json:"seed"`
+	// Hold is how the mutex workload drew hold times: "edge" (across the whole validity, a few past
+	// it) or "uniform" (uniform up to HoldMax); empty for other workloads and older histories.
+	Hold    string `json:"hold,omitempty"`
+	HoldMax int64  `json:"hold_max,omitempty"`
+	// Careful: holders checked their remaining validity before working and cut work that would
+	// have passed the deadline. Extend: holders renewed their lease for long work.
+	Careful bool `json:"careful,omitempty"`
+	Extend  bool `json:"extend,omitempty"`
 }
 
 // Nemesis effects: whether a nemesis operation begins a fault or heals one.
@@ -128,7 +144,8 @@ type Event struct {
 	// check-and-set): the checker's model of the resource depends on it.
 	Guard string `json:"guard,omitempty"`
 
-	// Reason classifies a failed acquire: ReasonHeld or ReasonError.
+	// Reason classifies a failed acquire (ReasonHeld or ReasonError) or a failed release or extend
+	// (ReasonLost or ReasonError).
 	Reason string `json:"reason,omitempty"`
 	// Plan is set on the run's invoke (F = FRun) only.
 	Plan *Plan `json:"plan,omitempty"`

@@ -185,6 +185,9 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 	case "sentinel-wait":
 		return newSentinel(nodes, opts, true, false)
 	}
+	if m, ok := mutant(name); ok {
+		return m.build(nodes, opts), nil
+	}
 	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }
 
@@ -192,6 +195,9 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 func Validate(name string) error {
 	i := sort.SearchStrings(Names(), name)
 	if i < len(Names()) && Names()[i] == name {
+		return nil
+	}
+	if _, ok := mutant(name); ok {
 		return nil
 	}
 	return fmt.Errorf("unknown lock %q: use one of %v", name, Names())

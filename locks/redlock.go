@@ -154,25 +154,30 @@ func (r *redlock) Release(ctx context.Context, l *Lease) error {
 	return fmt.Errorf("%w: released on %d of %d nodes", ErrLeaseLost, len(t.granted), len(r.nodes))
 }
 
+// Extend renews the lease on every node with compare-and-pexpire and keeps it when a quorum
+// renewed it, with the validity recomputed from the renewal's start, as an acquire's is.
 func (r *redlock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
 	start := time.Now()
+	if err := stillValid(l, start); err != nil {
+		return nil, err
+	}
 	res := r.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {
 		n, err := extendScript.Run(ctx, c, []string{l.Key}, l.Value, ttl.Milliseconds()).Int()
 		return n == 1, err
 	})
-	now := time.Now()
 	t := r.tally(res)
-	extended := t.granted
-	deadline := r.opts.deadline(start, ttl)
-	if len(extended) >= r.quorum && deadline.After(now) {
-		nl := *l
-		nl.Start, nl.Deadline, nl.Validity, nl.Nodes = start, deadline, deadline.Sub(now), extended
-		return &nl, nil
+	if len(t.granted) >= r.quorum {
+		return renewed(l, r.opts, start, ttl, t.granted)
 	}
-	if errs := append(t.unknown, t.unsent...); len(errs) > 0 {
-		return nil, indeterminate(fmt.Errorf("extended on %d of %d nodes: %w", len(extended), len(r.nodes), errors.Join(errs...)))
+	if len(t.granted)+len(t.unknown) >= r.quorum {
+		return nil, indeterminate(fmt.Errorf("extended on %d of %d nodes: %w", len(t.granted), len(r.nodes), errors.Join(t.unknown...)))
 	}
-	return nil, fmt.Errorf("%w: extended on %d of %d nodes", ErrLeaseLost, len(extended), len(r.nodes))
+	if len(t.unsent)+len(t.unknown) > 0 {
+		// Some nodes could not be asked: whether they still hold the lease is unknown, so this is
+		// no proof that the lease was lost.
+		return nil, fmt.Errorf("extended on %d of %d nodes (quorum %d)%s", len(t.granted), len(r.nodes), r.quorum, unanswered(t))
+	}
+	return nil, fmt.Errorf("%w: extended on %d of %d nodes", ErrLeaseLost, len(t.granted), len(r.nodes))
 }
 
 // Warm implements Warmer.

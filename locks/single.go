@@ -60,23 +60,19 @@ func (s *single) Release(ctx context.Context, l *Lease) error {
 
 func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
 	start := time.Now()
+	if err := stillValid(l, start); err != nil {
+		return nil, err
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
 	defer cancel()
 	n, err := extendScript.Run(rctx, s.client, []string{l.Key}, l.Value, ttl.Milliseconds()).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, indeterminate(fmt.Errorf("extend on %s: %w", s.node.Node, err))
+		return nil, classify(fmt.Errorf("extend on %s: %w", s.node.Node, err))
 	}
 	if n == 0 {
 		return nil, ErrLeaseLost
 	}
-	now := time.Now()
-	deadline := s.opts.deadline(start, ttl)
-	if !deadline.After(now) {
-		return nil, fmt.Errorf("%w: validity used up before the extension was confirmed", ErrLeaseLost)
-	}
-	nl := *l
-	nl.Start, nl.Deadline, nl.Validity = start, deadline, deadline.Sub(now)
-	return &nl, nil
+	return renewed(l, s.opts, start, ttl, l.Nodes)
 }
 
 // Warm implements Warmer.

@@ -117,6 +117,12 @@ func Headline(res *checker.Result) string {
 	if res.TokenRegressionCount > 0 {
 		parts = append(parts, fmt.Sprintf("%d token regressions", res.TokenRegressionCount))
 	}
+	if res.EarlyLossCount > 0 && len(res.EarlyLosses) > 0 {
+		parts = append(parts, fmt.Sprintf("%d early lease losses; the first: %s", res.EarlyLossCount, res.EarlyLosses[0].Description))
+	}
+	if res.LateExtendCount > 0 {
+		parts = append(parts, fmt.Sprintf("%d late extends", res.LateExtendCount))
+	}
 	if rr := res.Resource; rr != nil && rr.Valid != checker.Valid {
 		parts = append(parts, fmt.Sprintf("data: %d lost updates, %d stale writes accepted", rr.LostUpdates, rr.StaleWriteCount))
 	}

@@ -210,6 +210,12 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 	for _, t := range res.TokenRegressions {
 		out = append(out, "token regression: "+t.Description)
 	}
+	for _, l := range res.EarlyLosses {
+		out = append(out, "early lease loss: "+l.Description)
+	}
+	for _, l := range res.LateExtends {
+		out = append(out, "late extend: "+l.Description)
+	}
 	if rr := res.Resource; rr != nil {
 		if rr.HasFinal {
 			out = append(out, fmt.Sprintf("counter (guard %s): %d → %d after %d accepted increments: %d lost updates", rr.Guard, rr.Initial, rr.Final, rr.Writes.OK, rr.LostUpdates))

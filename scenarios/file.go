@@ -67,6 +67,10 @@ func Findings() map[string]func(*checker.Result) int {
 		},
 		// token_regressions: acquires handed a token not above one handed out before.
 		"token_regressions": func(r *checker.Result) int { return r.TokenRegressionCount },
+		// early_losses: releases or extends refused as "lease no longer held" before the deadline.
+		"early_losses": func(r *checker.Result) int { return r.EarlyLossCount },
+		// late_extends: renewals of leases that had already ended.
+		"late_extends": func(r *checker.Result) int { return r.LateExtendCount },
 		// ok_acquires: leases granted at all.
 		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
 	}
@@ -95,7 +99,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "think_max", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
@@ -193,6 +197,10 @@ func parse(data []byte) (Scenario, error) {
 			c.NodeTimeout, err = positiveDuration(v)
 		case "hold_max":
 			c.HoldMax, err = positiveDuration(v)
+		case "careful":
+			c.Careful, err = boolean(v)
+		case "extend":
+			c.Extend, err = boolean(v)
 		case "think_max":
 			c.ThinkMax, err = positiveDuration(v)
 		case "seed":

@@ -90,6 +90,9 @@ func (c *client) release(lease *locks.Lease, retire bool) error {
 	ev := history.Event{Type: history.OK, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value}
 	if err != nil {
 		ev.Type, ev.Error = completion(err), err.Error()
+		if ev.Type == history.Fail {
+			ev.Reason = lostReason(err)
+		}
 	}
 	c.rec.Record(ev)
 	if retire || locks.IsIndeterminate(err) {
@@ -133,4 +136,42 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// work records protected work of length d under lease.
+func (c *client) work(lease *locks.Lease, d time.Duration) {
+	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
+	time.Sleep(d)
+	c.rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
+}
+
+// extend renews lease for the TTL and records it: ok with the renewed deadline, fail with reason
+// lost (the lock said the lease was no longer held) or error, info when the outcome is unknown.
+func (c *client) extend(lease *locks.Lease) (*locks.Lease, history.Type) {
+	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value})
+	ectx, cancel := context.WithTimeout(c.opCtx, c.ttl)
+	renewed, err := c.locker.Extend(ectx, lease, c.ttl)
+	cancel()
+	if err != nil {
+		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value, Error: err.Error()}
+		if ev.Type == history.Fail {
+			ev.Reason = lostReason(err)
+		}
+		c.rec.Record(ev)
+		return nil, ev.Type
+	}
+	c.rec.Record(history.Event{
+		Type: history.OK, Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value,
+		Deadline: c.rec.At(renewed.Deadline), Validity: int64(renewed.Validity), Nodes: renewed.Nodes,
+	})
+	return renewed, history.OK
+}
+
+// lostReason classifies a definite release or extend failure: the lease was no longer held (lost),
+// or anything else (error).
+func lostReason(err error) string {
+	if errors.Is(err, locks.ErrLeaseLost) {
+		return history.ReasonLost
+	}
+	return history.ReasonError
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// Mutex is the mutex workload: processes contend for keys, hold a granted lease for a random time up
-// to HoldMax, and release it.
+// Mutex is the mutex workload: processes contend for keys, hold a granted lease for a while, and
+// release it. How long they hold it is drawn so that holds reach the lease's deadline (see HoldEdge).
 type Mutex struct {
 	// Clients is how many processes run at once.
 	Clients int
@@ -21,15 +21,26 @@ type Mutex struct {
 	Keys int
 	// TTL is the lease each acquire asks for.
 	TTL time.Duration
-	// HoldMax bounds the time a process holds a lease: each hold is drawn uniformly from [0, HoldMax].
-	// Holds are not cut at the lease's deadline: a HoldMax longer than the validity makes processes
-	// work past their deadline, as a client that ignores its lease would, and the checker reports
-	// that work as overruns. Default TTL/4, well inside the validity.
+	// HoldMax, when positive, draws each hold uniformly from [0, HoldMax] (HoldUniform). Holds are
+	// not cut at the lease's deadline: a HoldMax longer than the validity makes processes work past
+	// their deadline, as a client that ignores its lease would, and the checker reports that work as
+	// overruns. Zero draws holds across the lease's own validity (HoldEdge), the default.
 	HoldMax time.Duration
 	// ThinkMax bounds the pause between a process's operations. Default 20ms.
 	ThinkMax time.Duration
+	// Careful makes holders check their remaining validity before working: work that would pass
+	// the deadline (less a margin) is shortened to end before it, or skipped.
+	Careful bool
+	// Extend makes holders renew their lease with Locker.Extend for work longer than it (see
+	// holdExtending); their work is drawn across three validities.
+	Extend bool
+	// Groups is the number of client groups (process p is in group p mod Clients mod Groups). With
+	// more than one, groups take turns at each key, so a group on a slow link still wins races.
+	Groups int
 	// Seed seeds each process's choices (keys, hold and think times).
 	Seed uint64
+
+	turns *turns
 }
 
 // Env is what a workload needs from the harness.
@@ -49,24 +60,29 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	if m.Clients < 1 || m.Keys < 1 || m.TTL <= 0 {
 		return fmt.Errorf("mutex workload: clients, keys and ttl must be positive")
 	}
-	if m.HoldMax <= 0 {
-		m.HoldMax = m.TTL / 4
+	if m.HoldMax < 0 || m.Groups < 0 {
+		return fmt.Errorf("mutex workload: hold max and groups must not be negative")
 	}
 	if m.ThinkMax <= 0 {
 		m.ThinkMax = 20 * time.Millisecond
 	}
+	m.turns = newTurns(m.Groups, 2*m.TTL)
 	return runSlots(ctx, env, m.Clients, m.TTL, func(c *client) error { return m.process(ctx, env, c) })
 }
 
 // process is one worker slot. Its process id changes after every indeterminate result.
 func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 	rng := rand.New(rand.NewPCG(m.Seed, uint64(c.pid)+1))
-	rec := env.Recorder
 	// A random first pause spreads the processes' first connections and requests over the think
 	// time, instead of every process dialling every node in the same millisecond.
 	sleep(ctx, randDuration(rng, m.ThinkMax))
 	for ctx.Err() == nil {
 		key := KeyName(rng.IntN(m.Keys))
+		group := m.group(c.pid)
+		if !m.turns.mayTry(key, group) {
+			sleep(ctx, randDuration(rng, m.ThinkMax))
+			continue
+		}
 		lease, err := c.acquire(key)
 		if err != nil {
 			return err
@@ -75,12 +91,9 @@ func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 			sleep(ctx, randDuration(rng, m.ThinkMax))
 			continue
 		}
-		hold := randDuration(rng, m.HoldMax)
-		rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})
-		time.Sleep(hold)
-		rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: key, Value: lease.Value})
-
-		if err := c.release(lease, false); err != nil {
+		m.turns.won(key, group)
+		lease, retire := m.hold(c, rng, lease)
+		if err := c.release(lease, retire); err != nil {
 			return err
 		}
 		sleep(ctx, randDuration(rng, m.ThinkMax))

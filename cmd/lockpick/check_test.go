@@ -39,7 +39,7 @@ func TestCheckHandMadeHistories(t *testing.T) {
 		{"interrupted", []string{run, acq0, ok0, rel0, relOK0, `{"index":7,"time":3000000000,"type":"info","process":-2,"f":"run","error":"interrupted"}`}, 2,
 			"unknown because the run was cut short at 3.0s of 10.0s (interrupted): re-run it without interrupting it"},
 		{"truncated last line", []string{run, acq0, ok0, acq1, fail1, rel0, relOK0, done, `{"index":8,"ti`}, 0, "the last line (line 9) was cut short"},
-		{"unknown operation", []string{run, acq0, ok0, strings.ReplaceAll(acq1, "acquire", "extend")}, 255, "line 4: process 1: unknown operation \"extend\""},
+		{"unknown operation", []string{run, acq0, ok0, strings.ReplaceAll(acq1, "acquire", "renew")}, 255, "line 4: process 1: unknown operation \"renew\""},
 		{"duplicate index", []string{run, acq0, strings.Replace(ok0, `"index":2`, `"index":1`, 1)}, 255, "line 3: index 1 repeats that of line 2"},
 		{"concatenated", []string{run, acq0, ok0, rel0, relOK0, done, run, acq0}, 255, "line 7: an event after the run ended on line 6"},
 		{"malformed line", []string{run, acq0, "{not json", ok0}, 255, "line 3: not a JSON event"},

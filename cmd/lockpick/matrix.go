@@ -21,7 +21,7 @@ func newMatrixCmd() *cobra.Command {
 	var seeds int
 	var firstSeed uint64
 	var base harness.Config
-	var ttl, timeLimit, recovery, interval time.Duration
+	var ttl, timeLimit, recovery, interval, nodeTimeout, holdMax, thinkMax, restartDelay time.Duration
 	var junit *string
 	cmd := &cobra.Command{
 		Use:   "matrix",
@@ -49,7 +49,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
 			}
-			if err := refuseZero(cmd.Flags(), "client-groups", "interval"); err != nil {
+			if err := refuseZero(cmd.Flags(), "nodes", "client-groups", "interval", "node-timeout", "hold-max", "think-max", "restart-delay"); err != nil {
 				return err
 			}
 			store, err := filepath.Abs(base.Store)
@@ -58,6 +58,8 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			}
 			base.Store = store
 			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
+			base.NodeTimeout, base.HoldMax, base.ThinkMax = harness.Duration(nodeTimeout), harness.Duration(holdMax), harness.Duration(thinkMax)
+			base.RestartDelay = harness.Duration(restartDelay)
 			base.Revision, base.Command = revision, cmdLine()
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
 			known, _ := scenarios.All() // without them, cells just carry no expectation
@@ -69,7 +71,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 					if err := cfg.Resolve(); err != nil {
 						return err
 					}
-					cells = append(cells, &results.Cell{Lock: l, Nemesis: cfg.Nemesis, Expected: expectedFor(known, l, cfg.Nemesis, cfg.Persistence)})
+					cells = append(cells, &results.Cell{Lock: l, Nemesis: cfg.Nemesis, Expected: cellExpectation(known, cfg)})
 				}
 			}
 			started := time.Now()
@@ -81,6 +83,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 				"ttl": ttl.String(), "time limit": timeLimit.String(), "clients": fmt.Sprint(base.Clients),
 				"keys": fmt.Sprint(base.Keys), "client groups": fmt.Sprint(base.ClientGroups), "fault interval": interval.String(),
 			}}
+			cellSettings(card.Settings, cmd, base)
 			card.Cells = cells
 			crashed := false
 			j := newJUnit(*junit, "lockpick matrix")
@@ -144,6 +147,15 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.DurationVar(&timeLimit, "time-limit", 30*time.Second, "length of each run's fault phase")
 	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
 	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
+	f.IntVar(&base.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single and fenced); a single-node lock in --locks refuses any other count")
+	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s)")
+	f.StringVar(&base.Workload, "workload", "mutex", "what the clients do: mutex or counter")
+	f.StringVar(&base.Guard, "guard", "", "how the counter's resource checks writes: none, fencing or check-and-set (default none)")
+	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity)")
+	f.BoolVar(&base.Careful, "careful", false, "mutex holders never plan work past their deadline")
+	f.BoolVar(&base.Extend, "extend", false, "mutex holders renew their leases for long work")
+	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
+	f.DurationVar(&restartDelay, "restart-delay", 0, "how long restart-delayed keeps a node down (default 1.5 x TTL)")
 	f.StringVar(&base.Store, "store", "store", "directory of the run store")
 	junit = junitFlag(cmd, "cell (a failure when any seed is invalid)")
 	return cmd
@@ -201,4 +213,23 @@ func compatible(a, b []nemesis.Spec) bool {
 		}
 	}
 	return true
+}
+
+// cellSettings records on the card every flag that shapes the cells and was given.
+func cellSettings(m map[string]string, cmd *cobra.Command, base harness.Config) {
+	for _, name := range []string{"nodes", "node-timeout", "workload", "guard", "hold-max", "careful", "extend", "think-max", "restart-delay", "persistence"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			m[strings.ReplaceAll(name, "-", " ")] = f.Value.String()
+		}
+	}
+}
+
+// cellExpectation is expectedFor a resolved cell: none for the counter workload, whose outcome
+// depends on the guard, nor for a cell that reshapes the workload (renewals, careful holders), which
+// no built-in scenario describes.
+func cellExpectation(all []scenarios.Scenario, cfg harness.Config) string {
+	if cfg.Workload != "mutex" || cfg.Extend || cfg.Careful {
+		return ""
+	}
+	return expectedFor(all, cfg.Lock, cfg.Nemesis, cfg.Persistence)
 }

@@ -24,6 +24,7 @@ func newRunCmd() *cobra.Command {
 	var cfg harness.Config
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout time.Duration
 	var junit *string
+	var seedList string
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -51,6 +52,9 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			if cmd.Flags().Changed("seeds") {
+				return runSeeds(cmd, cfg, seedList, *junit)
+			}
 			began := time.Now()
 			out, err := harness.Run(cmd.Context(), cfg, progressWriter())
 			j := newJUnit(*junit, "lockpick run")
@@ -91,10 +95,13 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
 	f.DurationVar(&restartDelay, "restart-delay", 0, "how long restart-delayed keeps a node down (default 1.5 x TTL)")
 	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload")
-	f.DurationVar(&holdMax, "hold-max", 0, "longest hold of a granted lease, mutex workload (default TTL/4); past the lease's validity a holder overruns, and the checker reports it")
+	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity, 60% in [0, v/2], 30% in [0.8v, v), 10% in [v, 1.2v)); past the validity a holder overruns, and the checker reports it")
+	f.BoolVar(&cfg.Careful, "careful", false, "mutex holders check their remaining validity and never plan work past their deadline")
+	f.BoolVar(&cfg.Extend, "extend", false, "mutex holders renew their leases (Extend) for work up to three validities long")
 	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
 	f.DurationVar(&checkTimeout, "check-timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the fault schedule and the workload (default random, printed)")
+	f.StringVar(&seedList, "seeds", "", "run once per seed of this comma-separated list (for example 1,2,3) and summarise the runs")
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
@@ -108,13 +115,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "time-limit", "store", "junit":
+		case "seed", "seeds", "time-limit", "store", "junit":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --time-limit and --store apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit and --store apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -130,6 +137,9 @@ func runFile(cmd *cobra.Command, file string) error {
 	if cmd.Flags().Changed("seed") {
 		seed, _ := cmd.Flags().GetUint64("seed")
 		o.seed = &seed
+	}
+	if cmd.Flags().Changed("seeds") {
+		return runFileSeeds(cmd, s, o)
 	}
 	met, err := runScenario(cmd, s, o)
 	if jerr := o.junit.write(); jerr != nil && err == nil {

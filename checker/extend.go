@@ -1,0 +1,135 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// reason checks an event's reason against its operation: held and error explain a failed acquire,
+// lost and error a failed release or extend. "lost" anywhere else would be read as early lease loss
+// by nobody, so it is refused rather than ignored.
+func (v *validator) reason(i int) error {
+	e := v.at(i)
+	switch e.Reason {
+	case "", history.ReasonError:
+		return nil
+	case history.ReasonHeld:
+		if e.F == history.FRelease || e.F == history.FExtend {
+			return v.fail(i, "process %d's %s failed with reason %q: a failed release or extend gives %q or %q", e.Process, e.F, e.Reason, history.ReasonLost, history.ReasonError)
+		}
+		return nil
+	case history.ReasonLost:
+		if e.F != history.FRelease && e.F != history.FExtend {
+			return v.fail(i, "process %d's %s gives reason %q, which only a failed release or extend may give (the lease was no longer held)", e.Process, e.F, e.Reason)
+		}
+		if e.Type != history.Fail {
+			return v.fail(i, "process %d's %s (%s) gives reason %q: only a fail completion has a reason", e.Process, e.F, e.Type, e.Reason)
+		}
+		return nil
+	}
+	return v.fail(i, "unknown reason %q: a failed acquire's reason is %q (another client holds the lock) or %q (a definite failure); a failed release's or extend's is %q (the lease was no longer held) or %q",
+		e.Reason, history.ReasonHeld, history.ReasonError, history.ReasonLost, history.ReasonError)
+}
+
+// extended checks the completion i of the extend invoked at j: it names the lease it renews (a key
+// and value the checker can pair it with), and an ok one promises a deadline not before it was
+// asked for, as an ok acquire does.
+func (v *validator) extended(i, j int) error {
+	e, inv := v.at(i), v.at(j)
+	if inv.Key == "" {
+		return v.fail(j, "process %d's extend names no key: an extend names the lease it renews (key and value)", e.Process)
+	}
+	if e.Key != "" && e.Key != inv.Key {
+		return v.fail(i, "process %d's extend of key %q (line %d) completed for key %q", e.Process, inv.Key, v.line(j), e.Key)
+	}
+	if e.Type != history.OK {
+		return nil
+	}
+	switch {
+	case e.Deadline <= 0:
+		return v.fail(i, "process %d's ok extend carries no deadline: an ok extend says until when the renewed lease is valid", e.Process)
+	case e.Validity < 0:
+		return v.fail(i, "process %d's renewed lease has a negative validity (%s)", e.Process, span(e.Validity))
+	case e.Deadline < inv.Time:
+		return v.fail(i, "process %d's renewed lease ends at %s, before its extend was invoked at %s on line %d", e.Process, span(e.Deadline), span(inv.Time), v.line(j))
+	}
+	return nil
+}
+
+// LateExtend is an extend that completed ok after the lease it renewed had already ended: the lock
+// renewed a lease it no longer promised, so between the old deadline and the extend's completion
+// another client could hold the key (and the holder, told it still held, goes on working).
+type LateExtend struct {
+	Key     string `json:"key"`
+	Process int    `json:"process"`
+	Value   string `json:"value,omitempty"`
+	// Deadline is the deadline the extend renewed (0 when the process held no such lease at all);
+	// Invoke and Completed are the extend's; NewDeadline the deadline it promised.
+	Deadline    int64  `json:"deadline"`
+	Invoke      int64  `json:"invoke"`
+	Completed   int64  `json:"completed"`
+	NewDeadline int64  `json:"new_deadline"`
+	Description string `json:"description"`
+}
+
+// extendHold applies the ok extend e (invoked at inv) to the process's recent holds (step 1): one
+// that completed while its lease was still valid moves the hold's deadline, and so its end, to the
+// renewed deadline. One that completed after the lease had ended is returned as a LateExtend and
+// changes no hold: the hold ended at its deadline, and the verdict is invalid anyway.
+func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend {
+	k := findLease(len(recent), func(k int) *hold { return &holds[recent[k]] }, inv.Key, inv.Value)
+	late := &LateExtend{Key: inv.Key, Process: e.Process, Value: inv.Value, Invoke: inv.Time, Completed: e.Time, NewDeadline: e.Deadline}
+	if k < 0 {
+		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, but the process held no such lease", late.Key, late.Process, FormatTime(e.Time))
+		return late
+	}
+	h := &holds[recent[k]]
+	late.Deadline = h.Deadline
+	if h.dead || e.Time > h.Deadline {
+		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, %s after the lease it renewed had ended at %s",
+			late.Key, late.Process, FormatTime(e.Time), FormatSpan(e.Time-h.Deadline), FormatTime(h.Deadline))
+		return late
+	}
+	if e.Deadline > h.Deadline {
+		h.Deadline = e.Deadline
+		if h.EndedBy == "expiry" {
+			h.End = e.Deadline
+		}
+	}
+	h.Extends++
+	return nil
+}
+
+// nearDeadline counts the holds released within the last tenth of their validity.
+func nearDeadline(holds []hold) int {
+	n := 0
+	for i := range holds {
+		h := &holds[i]
+		if h.dead || h.EndedBy != "release" || h.Deadline == Never {
+			continue
+		}
+		if 10*(h.Deadline-h.End) <= h.Deadline-h.Start {
+			n++
+		}
+	}
+	return n
+}
+
+// leaseEvent is step 1 for the completion e of a release or extend invoked at inv, recent being
+// its process's latest holds: counts, renewals, late extends and early losses.
+func (p *parsed) leaseEvent(recent []int32, inv, e *history.Event) {
+	if e.F == history.FRelease {
+		p.stats.Releases.add(e.Type)
+	} else {
+		p.stats.Extends.add(e.Type)
+	}
+	if e.F == history.FExtend && e.Type == history.OK {
+		if late := extendHold(p.holds, recent, inv, e); late != nil {
+			p.lateExtends = append(p.lateExtends, *late)
+		}
+	}
+	if l := lostAt(p.holds, recent, inv, e); l != nil {
+		p.earlyLosses = append(p.earlyLosses, *l)
+	}
+}
