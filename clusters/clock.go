@@ -14,10 +14,16 @@ import (
 // clockFileName is the per-node file the clock shim maps: one native-endian int64, nanoseconds.
 const clockFileName = "clock.offset"
 
-func (n *Node) clockFile() string { return filepath.Join(n.Dir, clockFileName) }
+func (n *Node) clockFile() string { return ClockFile(n.Dir) }
 
-// initClockFile creates a zero offset file unless one exists (a node's offset survives restarts).
-func initClockFile(path string) error {
+// ClockFile is the clock shim's offset file of a node whose directory is dir.
+func ClockFile(dir string) string { return filepath.Join(dir, clockFileName) }
+
+// initClockFile is InitClockFile for this package's nodes.
+func initClockFile(path string) error { return InitClockFile(path) }
+
+// InitClockFile creates a zero offset file unless one exists (a node's offset survives restarts).
+func InitClockFile(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("clock file: %w", err)
@@ -48,14 +54,23 @@ func (c *Local) SetClockOffset(node string, offset time.Duration) error {
 	if !c.ClockShim() {
 		return fmt.Errorf("node %s runs without the clock shim: its clock cannot be moved", node)
 	}
-	f, err := os.OpenFile(n.clockFile(), os.O_RDWR, 0)
-	if err != nil {
+	if err := WriteClockOffset(n.clockFile(), offset); err != nil {
 		return fmt.Errorf("set clock of %s: %w", node, err)
+	}
+	return nil
+}
+
+// WriteClockOffset stores offset in the clock shim's file at path, which a running node's shim
+// sees at its next clock read.
+func WriteClockOffset(path string, offset time.Duration) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	mem, err := syscall.Mmap(int(f.Fd()), 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("set clock of %s: mmap: %w", node, err)
+		return fmt.Errorf("mmap: %w", err)
 	}
 	defer syscall.Munmap(mem)
 	// The mapping is page-aligned; one atomic 8-byte store means the shim never reads a torn value.
@@ -70,27 +85,35 @@ func (c *Local) ClockOffset(node string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	rc := n.Admin()
+	off, err := MeasureClockOffset(n.Addr())
+	if err != nil {
+		return 0, fmt.Errorf("measure clock of %s: %w", node, err)
+	}
+	return off, nil
+}
+
+// MeasureClockOffset is how far the clock of the Redis server at addr is from the harness's: its
+// TIME against the midpoint of the shortest of three round trips. Its error is about half that
+// round trip at most (microseconds here).
+func MeasureClockOffset(addr string) (time.Duration, error) {
+	rc := AdminClient(addr)
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	// Connect first, so the round trip measured is one command, not a dial.
 	if err := rc.Ping(ctx).Err(); err != nil {
-		return 0, fmt.Errorf("measure clock of %s: %w", node, err)
+		return 0, err
 	}
-	// The shortest of a few round trips bounds the error best.
 	var best, rtt time.Duration = 0, -1
 	for range 3 {
 		before := time.Now()
 		t, err := rc.Time(ctx).Result()
 		after := time.Now()
 		if err != nil {
-			return 0, fmt.Errorf("measure clock of %s: %w", node, err)
+			return 0, err
 		}
 		if d := after.Sub(before); rtt < 0 || d < rtt {
-			rtt = d
-			mid := before.Add(d / 2)
-			best = t.Sub(mid)
+			rtt, best = d, t.Sub(before.Add(d/2))
 		}
 	}
 	return best, nil
