@@ -310,7 +310,7 @@ func (c *Local) start(ctx context.Context, n *Node) error {
 func waitReady(ctx context.Context, n *Node, exited <-chan struct{}, marks []logMark) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := ping(ctx, n.Addr())
+		err := PingOnce(ctx, n.Addr())
 		if err == nil {
 			return nil
 		}
@@ -327,9 +327,9 @@ func waitReady(ctx context.Context, n *Node, exited <-chan struct{}, marks []log
 	}
 }
 
-// ping asks addr for PONG on a fresh connection. A fresh client each time: a go-redis pool that saw a
-// refused dial backs off for a second, which would add that second to every restart.
-func ping(ctx context.Context, addr string) error {
+// PingOnce asks addr for PONG on a fresh connection. A fresh client each time: a go-redis pool that
+// saw a refused dial backs off for a second, which would add that second to every restart.
+func PingOnce(ctx context.Context, addr string) error {
 	rc := AdminClient(addr)
 	defer rc.Close()
 	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -149,7 +149,7 @@ func (b *local) start(ctx context.Context, name string, wipe bool) error {
 func (b *local) waitReady(ctx context.Context, p *process, exited <-chan struct{}) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := pingOnce(ctx, p.addr)
+		err := clusters.PingOnce(ctx, p.addr)
 		if err == nil {
 			return nil
 		}
@@ -263,14 +263,4 @@ func (b *local) Close() error {
 		errs = append(errs, b.Kill(order[i]))
 	}
 	return errors.Join(errs...)
-}
-
-// pingOnce asks addr for PONG on a fresh connection: a go-redis pool that saw a refused dial backs
-// off for a second, which would add that second to every restart.
-func pingOnce(ctx context.Context, addr string) error {
-	rc := clusters.AdminClient(addr)
-	defer rc.Close()
-	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	return rc.Ping(pctx).Err()
 }
