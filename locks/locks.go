@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
 	"sync"
 	"time"
 
@@ -111,6 +110,9 @@ func classify(err error) error {
 // Endpoint is how a Locker reaches one node: through the node's link for the Locker's client group.
 type Endpoint = systems.Endpoint
 
+// Node is one node of a system, as a probe sees it.
+type Node = systems.Node
+
 // Options tune a lock. Zero values take the defaults documented on each field.
 type Options struct {
 	// NodeTimeout bounds each request to one node; the harness passes its own default (TTL/4 within
@@ -157,50 +159,28 @@ func (o Options) deadline(start time.Time, ttl time.Duration) time.Time {
 	return start.Add(ttl - drift)
 }
 
-// Names lists the implementations New knows.
-func Names() []string {
-	return []string{"fenced", "redlock", "sentinel", "sentinel-fenced", "sentinel-wait", "single"}
-}
-
 // GivesTokens reports whether the named lock hands out fencing tokens.
-func GivesTokens(name string) bool { return name == "fenced" || name == "sentinel-fenced" }
+func GivesTokens(name string) bool {
+	k, err := Lookup(name)
+	return err == nil && k.Tokens
+}
 
 // New builds the named lock over the given nodes.
 func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
+	k, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("lock %s needs at least one node", name)
 	}
-	opts = opts.withDefaults()
-	switch name {
-	case "single":
-		return newSingle(nodes[0], opts), nil
-	case "redlock":
-		return newRedlock(nodes, opts), nil
-	case "fenced":
-		return newFenced(nodes[0], opts), nil
-	case "sentinel":
-		return newSentinel(nodes, opts, false, false)
-	case "sentinel-fenced":
-		return newSentinel(nodes, opts, false, true)
-	case "sentinel-wait":
-		return newSentinel(nodes, opts, true, false)
-	}
-	if m, ok := mutant(name); ok {
-		return m.build(nodes, opts), nil
-	}
-	return nil, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
+	return k.Build(nodes, opts.withDefaults())
 }
 
 // Validate checks a lock name without building it.
 func Validate(name string) error {
-	i := sort.SearchStrings(Names(), name)
-	if i < len(Names()) && Names()[i] == name {
-		return nil
-	}
-	if _, ok := mutant(name); ok {
-		return nil
-	}
-	return fmt.Errorf("unknown lock %q: use one of %v", name, Names())
+	_, err := Lookup(name)
+	return err
 }
 
 // newClient opens a go-redis client for one node. MaxRetries is -1: a retried SET NX after a

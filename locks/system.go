@@ -23,15 +23,11 @@ type Needs struct {
 
 // NeedsOf tells what the named lock needs.
 func NeedsOf(name string) (Needs, error) {
-	switch Base(name) { // a self-test mutant runs on the system of the lock it breaks
-	case "single", "fenced":
-		return Needs{System: "redis-masters", Nodes: 1}, nil
-	case "redlock":
-		return Needs{System: "redis-masters", Nodes: 5}, nil
-	case "sentinel", "sentinel-fenced", "sentinel-wait":
-		return Needs{System: "redis-sentinel"}, nil
+	k, err := Lookup(name)
+	if err != nil {
+		return Needs{}, err
 	}
-	return Needs{}, Validate(name)
+	return Needs{System: k.System, Nodes: k.Nodes}, nil
 }
 
 // ProbeCloser is a lease probe holding connections that Close releases.
@@ -45,8 +41,12 @@ type ProbeCloser interface {
 // holds a copy once replication brought it), so the probe reads the keys there, over the nodes'
 // own addresses: a fault on a client's path must not hide a lease from the nemesis.
 func NewProbe(name string, nodes []systems.Node) (ProbeCloser, error) {
-	if err := Validate(name); err != nil {
+	k, err := Lookup(name)
+	if err != nil {
 		return nil, err
+	}
+	if k.Probe != nil {
+		return k.Probe(nodes)
 	}
 	p := &keyProbe{clients: map[string]*redis.Client{}}
 	for _, n := range nodes {

@@ -1,0 +1,66 @@
+package locks
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Kind describes one lock implementation: what it needs to run and how to build it. A new lock is
+// one file with its implementation plus one entry in kinds.
+type Kind struct {
+	// Name is what --lock and scenario files call it.
+	Name string
+	// System is the system it runs on (systems.Names); Nodes the default number of masters on
+	// redis-masters, zero elsewhere.
+	System string
+	Nodes  int
+	// Tokens: the lock hands out fencing tokens, so a resource can guard with them.
+	Tokens bool
+	// Build makes one process's client over the endpoints of its client group.
+	Build func(nodes []Endpoint, o Options) (Locker, error)
+	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
+	// one key holding its value on every data node).
+	Probe func(nodes []Node) (ProbeCloser, error)
+}
+
+// kinds lists the built-in locks. Mutants are found by Lookup but are not listed here.
+func kinds() []Kind {
+	return []Kind{
+		{Name: "single", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newSingle(n[0], o), nil }},
+		{Name: "redlock", System: "redis-masters", Nodes: 5, Build: func(n []Endpoint, o Options) (Locker, error) { return newRedlock(n, o), nil }},
+		{Name: "fenced", System: "redis-masters", Nodes: 1, Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newFenced(n[0], o), nil }},
+		{Name: "sentinel", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, false) }},
+		{Name: "sentinel-fenced", System: "redis-sentinel", Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, true) }},
+		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
+	}
+}
+
+// Lookup finds a lock by name: a built-in lock, or a self-test mutant, which runs on the system of
+// the lock it breaks.
+func Lookup(name string) (Kind, error) {
+	for _, k := range kinds() {
+		if k.Name == name {
+			return k, nil
+		}
+	}
+	if m, ok := mutant(name); ok {
+		base, err := Lookup(m.Base)
+		if err != nil {
+			return Kind{}, err
+		}
+		base.Name = name
+		base.Build = func(n []Endpoint, o Options) (Locker, error) { return m.build(n, o), nil }
+		return base, nil
+	}
+	return Kind{}, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
+}
+
+// Names lists the built-in locks, sorted.
+func Names() []string {
+	var names []string
+	for _, k := range kinds() {
+		names = append(names, k.Name)
+	}
+	sort.Strings(names)
+	return names
+}
