@@ -131,6 +131,27 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds sentinel-wait's WAIT; default the TTL of the acquire divided by 10.
 	WaitTimeout time.Duration
+	// Clock is the client's wall clock, for locks that trust it (seed 002's SETNX/GETSET stores
+	// client timestamps); nil means time.Now. The client-clock nemesis moves it per process.
+	Clock func() time.Time
+	// Crash is called by a lock at its crash points (see CrashPoint); nil means never crash.
+	Crash func(point CrashPoint) error
+}
+
+// now reads the client's wall clock.
+func (o Options) now() time.Time {
+	if o.Clock != nil {
+		return o.Clock()
+	}
+	return time.Now()
+}
+
+// crashAt reports whether the client dies at point.
+func (o Options) crashAt(point CrashPoint) error {
+	if o.Crash != nil {
+		return o.Crash(point)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {

@@ -1,0 +1,51 @@
+package locks
+
+import "time"
+
+// Interfaces a Locker may offer beyond Locker. The workload and the client-side nemeses look for
+// them with a type assertion; a lock that lacks one cannot take the matching fault, and the nemesis
+// says so at configuration time rather than doing nothing.
+
+// LeaseEvent is something a lock learned about a lease by itself, outside any request: a watchdog
+// or keepalive renewed it (Lost false, Deadline the new end of its validity, zero when the lock
+// promises none), or the lock learned that it is gone (Lost true).
+type LeaseEvent struct {
+	Key, Value string
+	Lost       bool
+	Deadline   time.Time
+}
+
+// Notifier is a Locker with background renewals (a watchdog, a keepalive, an external client's
+// unsolicited events). The workload calls Notify once, before the first operation; the Locker calls
+// f for every event, from any goroutine, until Close returns. The workload records each event as a
+// history.FRenewed or history.FLost event of the process.
+type Notifier interface {
+	Notify(f func(LeaseEvent))
+}
+
+// Pausable is a client that can be stopped as a whole, background renewals included, as SIGSTOP
+// stops a process: nothing it would send leaves it until Resume.
+type Pausable interface {
+	Pause() error
+	Resume() error
+}
+
+// Crashable is a client that can die as a killed process does: no release, no cleanup, its
+// background renewals stop for good, and any request in flight is abandoned. After Crash the
+// workload retires the process id.
+type Crashable interface {
+	Crash() error
+}
+
+// ClockShifter is a client whose own wall clock can be moved: locks that trust the client's clock
+// (SETNX/GETSET timestamps, PXAT expiries) read it through Options.Clock or, for a client program,
+// through the clock shim. ShiftClock sets the offset from the real time (not a further step).
+type ClockShifter interface {
+	ShiftClock(offset time.Duration) error
+}
+
+// CrashPoint names a place inside a lock's acquire where a client-crash nemesis may kill the client
+// (between SETNX and EXPIRE, say). A lock that has such points calls Options.Crash(point) there; a
+// non-nil error means the client died at that point: the lock returns that error at once, with no
+// cleanup, and the workload records the operation as info and retires the process.
+type CrashPoint = string
