@@ -100,11 +100,30 @@ func violationFinding(i int, v *checker.Violation, res *checker.Result, d *runDa
 				l.Marks = append(l.Marks, fmark{T: e.Time, Class: "nemesis", Label: e.F, Title: fmt.Sprintf("%s %s %s at %s", e.Fault, e.F, strings.Join(e.Nodes, " "), checker.FormatTime(e.Time))})
 			}
 		}
+		l.Marks = append(l.Marks, roleMarks(n, v.Roles, f.Lo, f.Hi)...)
 		f.Lanes = append(f.Lanes, l)
 	}
 	f.Bands = []fbar{{S: v.OverlapStart, E: v.OverlapEnd, Class: "overlap", Role: "overlap",
 		Title: fmt.Sprintf("both held [%s, %s]", checker.FormatTime(v.OverlapStart), checker.FormatTime(v.OverlapEnd))}}
 	return f
+}
+
+// roleMarks marks the role changes the system announced for node n inside [lo, hi] (a replica
+// promoted by a failover), so a reader sees which node was the primary when each hold was granted.
+func roleMarks(n string, roles []history.Event, lo, hi int64) []fmark {
+	var out []fmark
+	for _, e := range roles {
+		role, ok := e.Roles[n]
+		if !ok || e.Time < lo || e.Time > hi {
+			continue
+		}
+		title := fmt.Sprintf("%s became %s at %s", n, role, checker.FormatTime(e.Time))
+		if e.Note != "" {
+			title += " (" + e.Note + ")"
+		}
+		out = append(out, fmark{T: e.Time, Class: "role", Role: "role", Label: "→ " + role, Title: title})
+	}
+	return out
 }
 
 func clampEnd(t int64, d *runData) int64 {

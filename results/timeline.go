@@ -220,11 +220,18 @@ func encodeBins(m map[[2]int64]int64) []int64 {
 	return out
 }
 
-// marks are the places the timeline flags: overruns, stale writes, lost updates, token regressions.
+// marks are the places the timeline flags: overruns, early lease losses, late extends, stale writes,
+// lost updates, token regressions.
 func marks(res *checker.Result, d *runData) []tlMark {
 	var out []tlMark
 	for _, o := range res.Overruns {
 		out = append(out, tlMark{Slot: d.slotOf(o.Process), T: us(o.WorkEnd), Kind: "overrun", Text: o.Description})
+	}
+	for _, l := range res.EarlyLosses {
+		out = append(out, tlMark{Slot: d.slotOf(l.Process), T: us(l.Completed), Kind: "early", Text: l.Description})
+	}
+	for _, l := range res.LateExtends {
+		out = append(out, tlMark{Slot: d.slotOf(l.Process), T: us(l.Completed), Kind: "late", Text: l.Description})
 	}
 	for _, t := range res.TokenRegressions {
 		out = append(out, tlMark{Slot: d.slotOf(t.Later.Process), T: us(t.Later.Start), Kind: "token", Text: t.Description})
