@@ -81,6 +81,21 @@ func TestLateExtendIsAFinding(t *testing.T) {
 	}
 }
 
+// The renewals that follow a late extend renew the lease the late one revived: one finding, not
+// one per renewal, and the hold stays ended at its first deadline.
+func TestRenewalsAfterALateExtendCountOnce(t *testing.T) {
+	h := (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
+		extend(0, "k", "a", 990, 1010, history.OK, 2000).
+		extend(0, "k", "a", 1500, 1510, history.OK, 2500).
+		extend(0, "k", "a", 2000, 2010, history.OK, 3000).
+		extend(0, "k", "a", 3500, 3510, history.OK, 4000). // after the revived lease ended too: a new finding
+		release(0, "k", "a", 3800, 3810)
+	r := mustCheck(t, h.events())
+	if r.LateExtendCount != 2 || r.LockValid != Invalid {
+		t.Fatalf("lock %v with %d late extends, want invalid with 2", r.LockValid, r.LateExtendCount)
+	}
+}
+
 func TestExtendLostBeforeDeadlineIsEarlyLoss(t *testing.T) {
 	h := (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
 		extend(0, "k", "a", 600, 610, history.Fail, 0)

@@ -87,6 +87,11 @@ func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend
 	h := &holds[recent[k]]
 	late.Deadline = h.Deadline
 	if h.dead || e.Time > h.Deadline {
+		counted := e.Time <= h.lateTo
+		h.lateTo = max(h.lateTo, e.Deadline)
+		if counted {
+			return nil // the lease this extend renews was already counted late; the hold stays ended
+		}
 		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, %s after the lease it renewed had ended at %s",
 			late.Key, late.Process, FormatTime(e.Time), FormatSpan(e.Time-h.Deadline), FormatTime(h.Deadline))
 		return late

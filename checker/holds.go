@@ -15,6 +15,9 @@ type hold struct {
 	// is left out of the lock-level analyses, but releases and work still find it (so they pair with
 	// the same leases as before) and its work can be an overrun.
 	dead bool
+	// lateTo is how far late extends renewed the lease after its hold had ended: an extend that
+	// completes within it renews a lease already counted late once, and is not counted again.
+	lateTo int64
 }
 
 // expiredOnArrival reports whether a lease ending at deadline was already over when its acquire
