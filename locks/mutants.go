@@ -51,10 +51,19 @@ func Mutants() []Mutant {
 		{"single-extend-unchecked", "single", "extend by plain PEXPIRE: no check that the lease is still the holder's, nor that it is still valid", func(n []Endpoint, o Options) Locker {
 			return &blindExtend{newSingle(n[0], o)}
 		}},
+		{"redlock-no-drift", "redlock", "no drift allowance: the validity is the whole TTL less the acquire's time, so a node clock running slightly fast expires the key before the promise ends", func(n []Endpoint, o Options) Locker {
+			return newRedlock(n, noDrift(o))
+		}},
 		{"single-timeout-grants", "single", "a SET NX that timed out counts as granted", func(n []Endpoint, o Options) Locker {
 			return &timeoutGrants{newSingle(n[0], o)}
 		}},
 	}
+}
+
+// noDrift removes the drift allowance (zero would mean the default, so the smallest non-zero values).
+func noDrift(o Options) Options {
+	o.DriftFactor, o.DriftConst = 1e-12, 1
+	return o
 }
 
 // mutant finds a mutant by its full name (with MutantPrefix).

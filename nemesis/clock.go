@@ -17,6 +17,7 @@ const (
 	FBumpForward = "bump-forward"
 	FBumpBack    = "bump-back"
 	FStrobe      = "strobe"
+	FRunFast     = "run-fast"
 	FReset       = "reset"
 )
 
@@ -25,6 +26,10 @@ const (
 	JumpForward = "forward"
 	JumpBack    = "back"
 	JumpStrobe  = "strobe"
+	// JumpFast is no jump: the clock runs fast by Rate for Duration, as a drifting oscillator does.
+	// Keys then expire early by Rate/(1+Rate) of their TTL; a lock's drift allowance exists to
+	// cover exactly this, so a rate within it must leave a correct lock safe.
+	JumpFast = "fast"
 )
 
 // Reset kinds: how a clock that is behind is brought back to the real time.
@@ -60,6 +65,8 @@ type Clock struct {
 	// Reset is ResetStep or ResetSlew; SlewRate the share by which a slewing clock runs fast.
 	Reset    string
 	SlewRate float64
+	// Rate is how much faster than real time a clock with JumpFast runs (0.005: 0.5% fast).
+	Rate float64
 	// TargetWait bounds how long a lock-aware fault waits for the lease it wants.
 	TargetWait time.Duration
 
@@ -70,7 +77,8 @@ type Clock struct {
 func buildClock(env Env, p *Params) (Nemesis, error) {
 	c := &Clock{Clocks: env.Clocks, Env: env, Nodes: env.Nodes}
 	c.Target = p.Choice("target", TargetOne, TargetKinds()...)
-	c.Jumps = p.Choices("jump", []string{JumpForward, JumpBack}, JumpForward, JumpBack, JumpStrobe)
+	c.Jumps = p.Choices("jump", []string{JumpForward, JumpBack}, JumpForward, JumpBack, JumpStrobe, JumpFast)
+	c.Rate = p.Share("rate", 0.005)
 	c.Offset = p.Duration("offset", 2*env.TTL)
 	c.Duration = p.Duration("duration", env.TTL)
 	c.Interval = p.Duration("interval", env.Interval)
@@ -87,6 +95,8 @@ func buildClock(env Env, p *Params) (Nemesis, error) {
 		return nil, fmt.Errorf("interval must be positive (for example interval=5s)")
 	case c.Period <= 0:
 		return nil, fmt.Errorf("period must be positive (for example period=10ms)")
+	case slices.Contains(c.Jumps, JumpFast) && c.Rate <= 0:
+		return nil, fmt.Errorf("rate must be above 0 with jump=fast (for example rate=0.005)")
 	case c.Reset == ResetSlew && c.SlewRate <= 0:
 		return nil, fmt.Errorf("slew-rate must be above 0 with reset=slew (for example slew-rate=0.005)")
 	}
@@ -142,6 +152,8 @@ func jumpOp(jump string) string {
 		return FBumpBack
 	case JumpStrobe:
 		return FStrobe
+	case JumpFast:
+		return FRunFast
 	}
 	return FBumpForward
 }
@@ -196,6 +208,9 @@ func (c *Clock) target(f string) time.Duration {
 	if f == FReset || f == history.FResetForward {
 		return 0
 	}
+	if f == FRunFast {
+		return time.Duration(float64(c.Duration) * c.Rate) // where the clock will have got to
+	}
 	return c.Offset
 }
 
@@ -212,6 +227,8 @@ func (c *Clock) Apply(ctx context.Context, op Op) error {
 		return c.set(op.Nodes, c.target(op.F))
 	case FStrobe:
 		return c.strobe(ctx, op.Nodes)
+	case FRunFast:
+		return c.runFast(ctx, op.Nodes)
 	case FReset, history.FResetForward:
 		return c.reset(ctx, op.Nodes)
 	}
@@ -250,6 +267,29 @@ func (c *Clock) strobe(ctx context.Context, nodes []string) error {
 		}
 		ahead = !ahead
 		if !time.Now().Before(end) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// runFast makes the nodes' clocks run fast by Rate for Duration, moving their offsets every
+// millisecond (as a slewing reset does), then leaves them ahead until the reset steps them back,
+// which only makes keys live longer.
+func (c *Clock) runFast(ctx context.Context, nodes []string) error {
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		elapsed := min(time.Since(start), c.Duration)
+		if err := c.set(nodes, time.Duration(float64(elapsed)*c.Rate)); err != nil {
+			return err
+		}
+		if elapsed >= c.Duration {
 			return nil
 		}
 		select {

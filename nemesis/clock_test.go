@@ -100,7 +100,7 @@ func TestClockPlanInvariants(t *testing.T) {
 func TestClockParamErrors(t *testing.T) {
 	for spec, want := range map[string]string{
 		"clock:target=some":              "target=some is not allowed: use one of one, minority, majority, all, holder, holder-one, holder-majority",
-		"clock:jump=sideways":            `"sideways" is not allowed: use one or more of forward, back, strobe`,
+		"clock:jump=sideways":            `"sideways" is not allowed: use one or more of forward, back, strobe, fast`,
 		"clock:offset=4":                 "offset=4 is not a duration",
 		"clock:offset=0s":                "offset must be positive",
 		"clock:reset=ntp":                "reset=ntp is not allowed: use one of step, slew",
@@ -178,5 +178,43 @@ func TestClockApplyResetsAndHeals(t *testing.T) {
 	}
 	if fc.off["n2"] != 0 || fc.off["n4"] != 0 || c.Healing() != nil {
 		t.Fatalf("after reset %v, healing %v", fc.off, c.Healing())
+	}
+}
+
+// A clock that runs fast gains Rate of the time it ran, reaching Duration*Rate when the fault's
+// Apply returns, and the reset steps it back to the real time.
+func TestClockRunsFastThenResets(t *testing.T) {
+	c := buildClockSpec(t, "clock:jump=fast:rate=0.5:duration=40ms")
+	fc := &fakeClocks{}
+	c.Clocks = fc
+	ctx := context.Background()
+	op := Op{F: FRunFast, Nodes: []string{"n1"}, Effect: history.EffectFault}
+	if got := jumpOp(JumpFast); got != FRunFast {
+		t.Fatalf("jump fast plans %q", got)
+	}
+	ev := history.Event{Type: history.Invoke}
+	c.Annotate(ctx, op, &ev, nil)
+	if ev.Offsets["n1"] != int64(20*time.Millisecond) {
+		t.Fatalf("invoke offsets %v: want where the clock will have got to, 20ms", ev.Offsets)
+	}
+	start := time.Now()
+	if err := c.Apply(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 40*time.Millisecond {
+		t.Fatalf("run-fast returned after %v, before its 40ms", took)
+	}
+	if fc.off["n1"] != 20*time.Millisecond {
+		t.Fatalf("offset after running fast = %v, want 20ms", fc.off["n1"])
+	}
+	r, err := c.Resolve(ctx, Op{F: FReset, Effect: history.EffectHeal})
+	if err != nil || r.F != FReset {
+		t.Fatalf("reset of a clock ahead resolved to %+v, %v: want a plain step back", r, err)
+	}
+	if err := c.Apply(ctx, r); err != nil || fc.off["n1"] != 0 {
+		t.Fatalf("after the reset the offset is %v (%v)", fc.off["n1"], err)
+	}
+	if _, err := Build(mustSpec(t, "clock:jump=fast:rate=0"), clockEnv()); err == nil || !strings.Contains(err.Error(), "rate must be above 0") {
+		t.Fatalf("rate=0 accepted: %v", err)
 	}
 }
