@@ -84,7 +84,8 @@ func newSelftestCmd() *cobra.Command {
 		Short: "Run lockpick's deliberately broken locks and report which scenarios catch them",
 		Long: `selftest runs each of lockpick's deliberately broken locks (mutants: a wrong quorum, a
 validity that forgets the acquire's time, a lease sent in whole seconds, releases by plain DEL or
-in two round trips, an unchecked extend, timeouts counted as grants) through the scenarios that
+in two round trips, an unchecked extend, timeouts counted as grants, no drift allowance) through
+the scenarios that
 should expose it, one seed at a time, stopping at the first scenario that gives an invalid
 verdict; then runs the correct single and redlock locks through every scenario. It prints the
 mutation score and exits 0 when every mutant was caught in all but at most one seed and every run
@@ -125,7 +126,7 @@ of a correct lock was valid, 1 otherwise.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 5, "seeds per mutant (1, 2, ...)")
-	f.IntVar(&correctSeeds, "correct-seeds", 3, "seeds per scenario for the correct locks")
+	f.IntVar(&correctSeeds, "correct-seeds", 5, "seeds per scenario for the correct locks")
 	f.DurationVar(&timeLimit, "time-limit", 8*time.Second, "fault phase of each run")
 	f.StringVar(&store, "store", "", "directory for the runs (default: a temporary directory, removed afterwards)")
 	f.StringVar(&report, "report", "", "also write the score table (markdown) to this file")
