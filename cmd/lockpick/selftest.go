@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +79,7 @@ func selfCellNamed(name string) selfCell {
 }
 
 func newSelftestCmd() *cobra.Command {
-	var seeds, correctSeeds int
+	var seeds, correctSeeds, parallel int
 	var store, report string
 	var timeLimit time.Duration
 	cmd := &cobra.Command{
@@ -94,6 +95,9 @@ mutation score and exits 0 when every mutant was caught in all but at most one s
 of a correct lock was valid, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
+			}
 			if seeds < 1 || correctSeeds < 0 {
 				return fmt.Errorf("--seeds must be at least 1 and --correct-seeds at least 0, got %d and %d", seeds, correctSeeds)
 			}
@@ -109,7 +113,7 @@ of a correct lock was valid, 1 otherwise.`,
 				store = dir
 			}
 			st := &selftest{w: cmd.OutOrStdout(), store: store, timeLimit: timeLimit, began: time.Now()}
-			ok, err := st.run(cmd, seeds, correctSeeds)
+			ok, err := st.run(cmd, seeds, correctSeeds, parallel)
 			if err != nil {
 				return err
 			}
@@ -129,6 +133,7 @@ of a correct lock was valid, 1 otherwise.`,
 	f := cmd.Flags()
 	f.IntVar(&seeds, "seeds", 5, "seeds per mutant (1, 2, ...)")
 	f.IntVar(&correctSeeds, "correct-seeds", 5, "seeds per scenario for the correct locks")
+	f.IntVar(&parallel, "parallel", 3, "runs at once (each run mostly waits; its nodes and ports are its own)")
 	f.DurationVar(&timeLimit, "time-limit", 8*time.Second, "fault phase of each run")
 	f.StringVar(&store, "store", "", "directory for the runs (default: a temporary directory, removed afterwards)")
 	f.StringVar(&report, "report", "", "also write the score table (markdown) to this file")
@@ -173,53 +178,115 @@ func (st *selftest) config(lock string, cell selfCell, seed uint64) harness.Conf
 	return c
 }
 
-func (st *selftest) run(cmd *cobra.Command, seeds, correctSeeds int) (bool, error) {
-	ok := true
-	for _, m := range locks.Mutants() {
-		sc := mutantScore{m: m}
+// selfJob is one unit of the self-test: a mutant's seed (its cells tried in order until one
+// catches it) or a correct lock's run in one cell.
+type selfJob struct {
+	mutant int // index into st.mutants, or -1 for a correct lock's run
+	lock   string
+	cells  []string
+	seed   uint64
+	// results, filled by the worker: verdict and time to first finding per cell tried, the run dirs.
+	verdicts []checker.Verdict
+	first    time.Duration
+	dirs     []string
+	err      error
+}
+
+// run runs every job on `parallel` workers. Runs spend most of their time waiting on the network
+// and on think times, so a few at once cost the verdicts nothing on two cores, and the whole
+// self-test stays within its time budget.
+func (st *selftest) run(cmd *cobra.Command, seeds, correctSeeds, parallel int) (bool, error) {
+	var jobs []*selfJob
+	for i, m := range locks.Mutants() {
+		st.mutants = append(st.mutants, mutantScore{m: m})
 		for s := 1; s <= seeds; s++ {
-			for _, name := range selfOrder[m.Name] {
-				cfg := st.config(locks.MutantPrefix+m.Name, selfCellNamed(name), uint64(s))
-				out, err := harness.Run(cmd.Context(), cfg, nil)
-				if err != nil {
-					return false, fmt.Errorf("mutant %s, cell %s, seed %d: %w", m.Name, name, s, err)
-				}
-				sc.runs++
-				r := out.Result
-				fmt.Fprintf(st.w, "mutant %-28s %-10s seed %d: %s\n", m.Name, name, s, r.Valid)
-				if r.Valid == checker.Invalid {
-					sc.caught++
-					sc.first = append(sc.first, firstFinding(r))
-					if !slices.Contains(sc.cells, name) {
-						sc.cells = append(sc.cells, name)
-					}
-					break
-				}
-			}
+			jobs = append(jobs, &selfJob{mutant: i, lock: locks.MutantPrefix + m.Name, cells: selfOrder[m.Name], seed: uint64(s)})
 		}
-		if sc.caught < seeds-seeds/5 {
-			ok = false
-		}
-		st.mutants = append(st.mutants, sc)
 	}
 	for _, lock := range []string{"single", "redlock"} {
 		for _, cell := range selfCells {
-			cs := correctScore{lock: lock, cell: cell.name}
 			for s := 1; s <= correctSeeds; s++ {
-				out, err := harness.Run(cmd.Context(), st.config(lock, cell, uint64(s)), nil)
-				if err != nil {
-					return false, fmt.Errorf("%s, cell %s, seed %d: %w", lock, cell.name, s, err)
-				}
-				cs.runs++
-				fmt.Fprintf(st.w, "correct %-27s %-10s seed %d: %s\n", lock, cell.name, s, out.Result.Valid)
-				if out.Result.Valid == checker.Valid {
-					cs.valid++
-				} else {
-					cs.bad = append(cs.bad, out.Dir)
-					ok = false
+				jobs = append(jobs, &selfJob{mutant: -1, lock: lock, cells: []string{cell.name}, seed: uint64(s)})
+			}
+		}
+	}
+	var mu sync.Mutex // the progress lines
+	next := make(chan *selfJob)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Go(func() {
+			for j := range next {
+				st.runJob(cmd, j, &mu)
+			}
+		})
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	return st.tally(jobs, seeds)
+}
+
+// runJob runs one job's cells in order, stopping at the first invalid verdict.
+func (st *selftest) runJob(cmd *cobra.Command, j *selfJob, mu *sync.Mutex) {
+	for _, name := range j.cells {
+		out, err := harness.Run(cmd.Context(), st.config(j.lock, selfCellNamed(name), j.seed), nil)
+		if err != nil {
+			j.err = fmt.Errorf("%s, cell %s, seed %d: %w", j.lock, name, j.seed, err)
+			return
+		}
+		r := out.Result
+		j.verdicts, j.dirs = append(j.verdicts, r.Valid), append(j.dirs, out.Dir)
+		mu.Lock()
+		fmt.Fprintf(st.w, "%-35s %-10s seed %d: %s\n", j.lock, name, j.seed, r.Valid)
+		mu.Unlock()
+		if r.Valid == checker.Invalid {
+			j.first = firstFinding(r)
+			return
+		}
+	}
+}
+
+// tally folds the jobs' results into the score, in the jobs' order.
+func (st *selftest) tally(jobs []*selfJob, seeds int) (bool, error) {
+	ok := true
+	correct := map[[2]string]int{} // (lock, cell) -> index in st.correct
+	for _, j := range jobs {
+		if j.err != nil {
+			return false, j.err
+		}
+		if j.mutant >= 0 {
+			sc := &st.mutants[j.mutant]
+			sc.runs += len(j.verdicts)
+			if n := len(j.verdicts); n > 0 && j.verdicts[n-1] == checker.Invalid {
+				sc.caught++
+				sc.first = append(sc.first, j.first)
+				if c := j.cells[n-1]; !slices.Contains(sc.cells, c) {
+					sc.cells = append(sc.cells, c)
 				}
 			}
-			st.correct = append(st.correct, cs)
+			continue
+		}
+		id := [2]string{j.lock, j.cells[0]}
+		i, seen := correct[id]
+		if !seen {
+			i = len(st.correct)
+			correct[id] = i
+			st.correct = append(st.correct, correctScore{lock: j.lock, cell: j.cells[0]})
+		}
+		cs := &st.correct[i]
+		cs.runs++
+		if j.verdicts[0] == checker.Valid {
+			cs.valid++
+		} else {
+			cs.bad = append(cs.bad, j.dirs[0])
+			ok = false
+		}
+	}
+	for _, sc := range st.mutants {
+		if sc.caught < seeds-seeds/5 {
+			ok = false
 		}
 	}
 	return ok, nil
