@@ -214,6 +214,12 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 		r.Valid = combine(r.LockValid, r.Resource.Valid)
 	}
 
+	// Step 6e: liveness after the last heal; a deadlock makes the run invalid.
+	r.Liveness = checkLiveness(st, run, p)
+	if r.Liveness != nil && r.Liveness.Verdict == LiveDeadlock {
+		r.Valid = combine(r.Valid, Invalid)
+	}
+
 	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.
 	r.weighEvidence(st, run, p, evKeys)
 

@@ -19,6 +19,11 @@ func (v *validator) reason(i int) error {
 			return v.fail(i, "process %d's %s failed with reason %q: a failed release or extend gives %q or %q", e.Process, e.F, e.Reason, history.ReasonLost, history.ReasonError)
 		}
 		return nil
+	case history.ReasonNotOwner:
+		if e.F != history.FRelease || e.Type != history.Fail {
+			return v.fail(i, "process %d's %s (%s) gives reason %q, which only a failed release may give (the process did not own the lock)", e.Process, e.F, e.Type, e.Reason)
+		}
+		return nil
 	case history.ReasonLost:
 		if e.F != history.FRelease && e.F != history.FExtend {
 			return v.fail(i, "process %d's %s gives reason %q, which only a failed release or extend may give (the lease was no longer held)", e.Process, e.F, e.Reason)
@@ -28,8 +33,8 @@ func (v *validator) reason(i int) error {
 		}
 		return nil
 	}
-	return v.fail(i, "unknown reason %q: a failed acquire's reason is %q (another client holds the lock) or %q (a definite failure); a failed release's or extend's is %q (the lease was no longer held) or %q",
-		e.Reason, history.ReasonHeld, history.ReasonError, history.ReasonLost, history.ReasonError)
+	return v.fail(i, "unknown reason %q: a failed acquire's reason is %q (another client holds the lock) or %q (a definite failure); a failed release's or extend's is %q (the lease was no longer held), %q (release only: not the owner) or %q",
+		e.Reason, history.ReasonHeld, history.ReasonError, history.ReasonLost, history.ReasonNotOwner, history.ReasonError)
 }
 
 // extended checks the completion i of the extend invoked at j: it names the lease it renews (a key

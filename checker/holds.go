@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -45,6 +46,8 @@ type parsed struct {
 	// earlyLosses the releases and extends refused as lost before their deadline (see lostAt).
 	lateExtends []LateExtend
 	earlyLosses []EarlyLoss
+	// live is, per key, what the liveness check needs (see keyLive).
+	live map[string]*keyLive
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -178,6 +181,9 @@ func (pr *parser) event(i int) {
 		}
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
+		if e.Fault == FaultClientCrash && e.Effect == history.EffectFault {
+			pr.crashed(e)
+		}
 		return
 	}
 	if e.Process == history.SystemProcess {
@@ -188,9 +194,16 @@ func (pr *parser) event(i int) {
 		return // the run, and the final counter values that belong to the resource check
 	}
 	pr.processes[e.Process] = struct{}{}
+	if e.F == history.FRenewed || e.F == history.FLost {
+		pr.leaseNews(e)
+		return
+	}
 
 	if e.Type == history.Invoke {
 		inflight[e.Process] = i
+		if e.F == history.FRelease && e.Depth > 1 {
+			return // an inner level of a reentrant hold: the hold goes on
+		}
 		if e.F == history.FRelease {
 			// The release's invoke ends the hold whatever its outcome: the client has left
 			// its critical section.
@@ -219,12 +232,16 @@ func (pr *parser) event(i int) {
 		}
 		p.stats.Acquires.addAcquire(e)
 		pr.keyCounts(key).addAcquire(e)
+		pr.acquired(key, e)
 		lat := e.Time - inv.Time
 		p.allLat = append(p.allLat, lat)
 		if e.Type != history.OK {
 			return // fail and info never let the process into its critical section
 		}
 		p.okLat = append(p.okLat, lat)
+		if e.Depth > 1 && pr.reentered(e, key) {
+			return // the owner entered again: legal, and no new hold
+		}
 		if e.Deadline <= 0 {
 			pr.noDeadline++
 		}
@@ -285,6 +302,88 @@ func (pr *parser) event(i int) {
 			pr.strayWork++
 		}
 	}
+}
+
+// FaultClientCrash is the client-crash nemesis: its fault kills the processes it names ("p<id>").
+const FaultClientCrash = "client-crash"
+
+// crashed ends the holds of the processes a client crash killed, at the crash's completion: a
+// dead process does no more work, whatever its lease still promised.
+func (pr *parser) crashed(e *history.Event) {
+	for _, n := range e.Nodes {
+		pid, ok := processOf(n)
+		if !ok {
+			continue
+		}
+		for _, id := range pr.open[pid] {
+			h := &pr.p.holds[id]
+			if h.dead || h.End <= e.Time {
+				continue
+			}
+			h.End, h.EndedBy = max(e.Time, h.Start), "crash"
+			h.Deadline = min(h.Deadline, h.End)
+		}
+		delete(pr.open, pid)
+	}
+}
+
+// processOf reads a client fault's target "p<id>".
+func processOf(n string) (int, bool) {
+	if len(n) < 2 || n[0] != 'p' {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(n[1:])
+	return pid, err == nil
+}
+
+// leaseNews applies a renewal or loss the lock reported by itself to the process's hold of that
+// lease: a renewal that came while the hold lasted moves its deadline; a loss ends it there (before
+// a promised deadline, an early lease loss).
+func (pr *parser) leaseNews(e *history.Event) {
+	p := pr.p
+	r := pr.recent[e.Process]
+	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, e.Key, e.Value)
+	if e.F == history.FRenewed {
+		p.stats.Renewals++
+	}
+	if k < 0 {
+		return
+	}
+	h := &p.holds[r[k]]
+	if h.dead || e.Time > h.End {
+		return // the hold had ended: news about it revives nothing
+	}
+	if e.F == history.FRenewed {
+		if e.Deadline > h.Deadline {
+			h.Deadline = e.Deadline
+			if h.EndedBy == "expiry" {
+				h.End = e.Deadline
+			}
+		}
+		return
+	}
+	p.stats.Losses++
+	if e.Time < h.Deadline {
+		p.earlyLosses = append(p.earlyLosses, EarlyLoss{
+			Key: h.key, Process: e.Process, Value: h.Value, F: history.FLost, Invoke: e.Time, Completed: e.Time,
+			Deadline: h.Deadline, Early: min(h.Deadline, p.last) - e.Time, asked: h.Invoke,
+		})
+	}
+	h.Deadline = e.Time
+	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
+}
+
+// reentered applies an ok acquire by a process that already holds key (its Depth above 1): the
+// owner entering again is legal and makes no new hold. It reports false when the process held no
+// such lease, so that the acquire is judged as a hold of its own.
+func (pr *parser) reentered(e *history.Event, key string) bool {
+	hs := pr.open[e.Process]
+	j := findLease(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e.Value)
+	if j < 0 {
+		return false
+	}
+	pr.p.stats.Reentries++
+	return true
 }
 
 // finish completes step 1 once every event has been seen.

@@ -49,6 +49,9 @@ func (m *Monitor) Observe(e history.Event) {
 		m.recent = m.recent[:0]
 	}
 	switch {
+	case e.Depth > 1:
+		// A reentrant lock's inner level: the owner's hold goes on, as the checker counts it.
+		delete(m.key, e.Process)
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		m.key[e.Process] = e.Key
 	case e.F == history.FAcquire && e.Type == history.OK:

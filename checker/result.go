@@ -40,6 +40,8 @@ type Result struct {
 	// EarlyLosses are releases and extends that the lock refused as "lease no longer held" although
 	// they completed before the deadline it had promised (see EarlyLoss); LateExtends are extends
 	// that renewed a lease after it had ended. Either makes the lock-level verdict invalid.
+	// Liveness is the verdict on availability after the last heal (nil for a history without a plan).
+	Liveness        *Liveness    `json:"liveness,omitempty"`
 	EarlyLosses     []EarlyLoss  `json:"early_losses,omitempty"`
 	EarlyLossCount  int          `json:"early_loss_count,omitempty"`
 	LateExtends     []LateExtend `json:"late_extends,omitempty"`
@@ -182,6 +184,12 @@ type Stats struct {
 	Releases      Counts            `json:"releases"`
 	// Extends counts lease renewals (workloads that extend their leases).
 	Extends Counts `json:"extends"`
+	// Renewals counts the renewals a lock made by itself (renewed events: a watchdog, a keepalive);
+	// Losses the leases it reported lost by itself; Reentries the ok acquires by a process that
+	// already held the key (a reentrant lock's inner levels).
+	Renewals  int `json:"renewals,omitempty"`
+	Losses    int `json:"losses,omitempty"`
+	Reentries int `json:"reentries,omitempty"`
 	// NearDeadline counts the holds released within the last tenth of their validity (from the
 	// acquire's completion to the deadline, renewals included): how often the workload reached the
 	// edge of a lease, where bugs that shorten leases show.
@@ -238,6 +246,7 @@ func (r *Result) Summary() string {
 	if r.Resource != nil {
 		fmt.Fprintf(&b, "%s\n", r.Verdicts())
 	}
+	r.summarizeLiveness(&b)
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "checker error: %s\n", e)
 	}

@@ -170,6 +170,12 @@ func isClientOp(f string) bool {
 
 func (v *validator) client(i int) error {
 	e := v.st.at(i)
+	if e.F == history.FRenewed || e.F == history.FLost {
+		return v.leaseNews(i)
+	}
+	if e.Depth < 0 || e.Depth > 0 && e.F != history.FAcquire && e.F != history.FRelease {
+		return v.fail(i, "process %d's %s carries depth %d: a depth (the reentrancy count, 1 or more) belongs on an acquire or release", e.Process, e.F, e.Depth)
+	}
 	if !isClientOp(e.F) {
 		return v.fail(i, "process %d: unknown operation %q: client operations are acquire, release, extend, work, read and write", e.Process, e.F)
 	}
@@ -198,6 +204,23 @@ func (v *validator) client(i int) error {
 		return v.acquired(i, j)
 	case history.FExtend:
 		return v.extended(i, j)
+	}
+	return nil
+}
+
+// leaseNews checks a renewed or lost event: news the lock gave by itself, with no invoke before it,
+// that names the lease it is about.
+func (v *validator) leaseNews(i int) error {
+	e := v.st.at(i)
+	switch {
+	case e.Type != history.Info:
+		return v.fail(i, "process %d's %s event is %s: the lock's own news about a lease is an info event with no invoke", e.Process, e.F, e.Type)
+	case e.Key == "":
+		return v.fail(i, "process %d's %s event names no key: it names the lease it is about (key and value)", e.Process, e.F)
+	case e.Deadline < 0:
+		return v.fail(i, "process %d's %s event has a negative deadline (%d)", e.Process, e.F, e.Deadline)
+	case e.F == history.FLost && e.Deadline != 0:
+		return v.fail(i, "process %d's lost event carries a deadline: a lost lease has none", e.Process)
 	}
 	return nil
 }

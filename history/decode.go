@@ -159,6 +159,12 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 		case "nodes":
 			bit = 1 << 15
 			e.Nodes, i, ok = d.plainNodes(b, i)
+		case "depth":
+			bit = 1 << 16
+			var n int64
+			n, i, ok = plainInt(b, i)
+			e.Depth = int(n)
+			ok = ok && int64(e.Depth) == n
 		default:
 			return false // plan, offsets, a newer field, or an unknown one
 		}

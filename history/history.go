@@ -43,6 +43,15 @@ const (
 	// when the whole plan ran, info (with Error saying why) when the run was cut short. A history
 	// whose run never completed was killed: the checker judges how much of the plan it covers.
 	FRun = "run"
+	// FRenewed is a renewal the lock made by itself (a watchdog, a keepalive): an info event of a
+	// client process with no invoke before it, naming the lease (Key, Value) and, when the lock
+	// promises one, the renewed lease's Deadline, which then ends the hold if it came while the
+	// hold lasted. A renewal after the hold ended revives nothing.
+	FRenewed = "renewed"
+	// FLost is the lock telling its holder, by itself, that the lease is gone (a session ended): an
+	// info event of a client process with no invoke, naming the lease. The hold ends there; before
+	// the deadline the lock promised it is an early lease loss.
+	FLost = "lost"
 )
 
 // Reasons a definite acquire failure (type fail) gives, so availability can tell contention from
@@ -56,6 +65,8 @@ const (
 	// ReasonLost: a release or extend was refused because the lease was no longer held. Completed
 	// before the deadline the lock promised, it proves the lock dropped a lease early.
 	ReasonLost = "lost"
+	// ReasonNotOwner: a release refused because the process does not own the lock.
+	ReasonNotOwner = "not-owner"
 )
 
 // Plan is what a run set out to do, recorded on the run's invoke so that the history alone tells
@@ -80,6 +91,9 @@ type Plan struct {
 	// have passed the deadline. Extend: holders renewed their lease for long work.
 	Careful bool `json:"careful,omitempty"`
 	Extend  bool `json:"extend,omitempty"`
+	// Expiry is the longest a lease outlives a holder that died (the TTL, or a watchdog lock's
+	// timeout): after the last heal every key must be granted again within it plus a margin.
+	Expiry int64 `json:"expiry,omitempty"`
 }
 
 // Nemesis effects: whether a nemesis operation begins a fault or heals one.
@@ -124,6 +138,8 @@ type Event struct {
 	Token    int64  `json:"token,omitempty"`
 	Deadline int64  `json:"deadline,omitempty"`
 	Validity int64  `json:"validity,omitempty"`
+	// Depth is a reentrant lock's count after an ok acquire or release (1 = the outermost hold).
+	Depth int `json:"depth,omitempty"`
 
 	// Nodes are the nodes a nemesis operation targets, or the nodes that granted a lease.
 	Nodes []string `json:"nodes,omitempty"`

@@ -29,6 +29,9 @@ type Lease struct {
 	Validity time.Duration
 	// Nodes are the nodes that granted the lease.
 	Nodes []string
+	// Depth is the reentrancy count after this acquire, for reentrant locks (1 = outermost); zero
+	// for locks that are not reentrant.
+	Depth int
 }
 
 // Locker is one lock implementation. A Locker belongs to one process and is not shared.
@@ -131,6 +134,9 @@ type Options struct {
 	WaitReplicas int
 	// WaitTimeout bounds sentinel-wait's WAIT; default the TTL of the acquire divided by 10.
 	WaitTimeout time.Duration
+	// WatchdogTimeout is a watchdog lock's lease time, renewed every third of it while held;
+	// default 30s (Redisson's).
+	WatchdogTimeout time.Duration
 	// Clock is the client's wall clock, for locks that trust it (seed 002's SETNX/GETSET stores
 	// client timestamps); nil means time.Now. The client-clock nemesis moves it per process.
 	Clock func() time.Time

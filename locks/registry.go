@@ -18,6 +18,10 @@ type Kind struct {
 	Tokens bool
 	// Build makes one process's client over the endpoints of its client group.
 	Build func(nodes []Endpoint, o Options) (Locker, error)
+	// Open: the lock's leases have no deadline; a hold lasts until its release (watchdog locks).
+	Open bool
+	// NoExtend: the lock cannot renew a lease on request (--extend is refused).
+	NoExtend bool
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
 	Probe func(nodes []Node) (ProbeCloser, error)
@@ -31,6 +35,10 @@ func kinds() []Kind {
 		{Name: "fenced", System: "redis-masters", Nodes: 1, Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newFenced(n[0], o), nil }},
 		{Name: "sentinel", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, false) }},
 		{Name: "sentinel-fenced", System: "redis-sentinel", Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, true) }},
+		{Name: "watchdog", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, false), nil }},
+		{Name: "r2m", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, true), nil }},
+		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
+		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }

@@ -48,6 +48,11 @@ func NewProbe(name string, nodes []systems.Node) (ProbeCloser, error) {
 	if k.Probe != nil {
 		return k.Probe(nodes)
 	}
+	return newKeyProbe(nodes)
+}
+
+// newKeyProbe reads lease keys on the data nodes.
+func newKeyProbe(nodes []Node) (*keyProbe, error) {
 	p := &keyProbe{clients: map[string]*redis.Client{}}
 	for _, n := range nodes {
 		if n.Data {
@@ -56,7 +61,7 @@ func NewProbe(name string, nodes []systems.Node) (ProbeCloser, error) {
 		}
 	}
 	if len(p.nodes) == 0 {
-		return nil, fmt.Errorf("lock %s: the system has no node that stores data", name)
+		return nil, fmt.Errorf("the system has no node that stores data")
 	}
 	return p, nil
 }
@@ -65,6 +70,33 @@ func NewProbe(name string, nodes []systems.Node) (ProbeCloser, error) {
 type keyProbe struct {
 	nodes   []string
 	clients map[string]*redis.Client
+	// hash: a lease is a hash whose fields are its holders (watchdog locks), not a string value.
+	hash bool
+}
+
+// read returns key -> the lease values one node holds.
+func (p *keyProbe) read(ctx context.Context, c *redis.Client, keys []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if !p.hash {
+		vals, err := c.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				out[keys[i]] = append(out[keys[i]], s)
+			}
+		}
+		return out, nil
+	}
+	for _, k := range keys {
+		fields, err := c.HKeys(ctx, k).Result()
+		if err != nil {
+			return nil, err
+		}
+		out[k] = fields
+	}
+	return out, nil
 }
 
 // Leases implements systems.LeaseProbe.
@@ -75,15 +107,15 @@ func (p *keyProbe) Leases(ctx context.Context, keys []string) []systems.Lease {
 	var wg sync.WaitGroup
 	for _, n := range p.nodes {
 		wg.Go(func() {
-			vals, err := p.clients[n].MGet(ctx, keys...).Result()
+			held, err := p.read(ctx, p.clients[n], keys)
 			if err != nil {
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			for i, v := range vals {
-				if s, ok := v.(string); ok {
-					copies = append(copies, copyOf{n, keys[i], s})
+			for _, k := range keys {
+				for _, v := range held[k] {
+					copies = append(copies, copyOf{n, k, v})
 				}
 			}
 		})

@@ -71,6 +71,19 @@ func Findings() map[string]func(*checker.Result) int {
 		"early_losses": func(r *checker.Result) int { return r.EarlyLossCount },
 		// late_extends: renewals of leases that had already ended.
 		"late_extends": func(r *checker.Result) int { return r.LateExtendCount },
+		// deadlocks: keys refused as held after the last heal for longer than a lease can outlive its
+		// holder (liveness).
+		"deadlocks": func(r *checker.Result) int {
+			n := 0
+			if r.Liveness != nil {
+				for _, f := range r.Liveness.Findings {
+					if f.Kind == checker.LiveDeadlock {
+						n++
+					}
+				}
+			}
+			return n
+		},
 		// ok_acquires: leases granted at all.
 		"ok_acquires": func(r *checker.Result) int { return r.Stats.Acquires.OK },
 	}

@@ -20,11 +20,12 @@ type client struct {
 	ttl     time.Duration
 	opCtx   context.Context
 	pid     int
+	slot    int
 	locker  locks.Locker
 }
 
 func newClient(ctx context.Context, env Env, slot, clients int, ttl time.Duration) (*client, error) {
-	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), pid: slot}
+	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), pid: slot, slot: slot}
 	return c, c.open(ctx)
 }
 
@@ -34,6 +35,11 @@ func (c *client) open(ctx context.Context) error {
 	var err error
 	if c.locker, err = c.env.NewLocker(c.pid); err != nil {
 		return err
+	}
+	c.env.Faults.running(c.slot, c.pid)
+	if n, ok := c.locker.(locks.Notifier); ok {
+		pid, rec := c.pid, c.rec
+		n.Notify(func(e locks.LeaseEvent) { rec.Record(leaseEvent(pid, e, rec)) })
 	}
 	if w, ok := c.locker.(locks.Warmer); ok {
 		w.Warm(ctx) // a node that does not answer now is the first acquire's problem, recorded there
@@ -46,6 +52,30 @@ func (c *client) retire() error {
 	c.locker.Close()
 	c.pid += c.clients
 	return c.open(c.opCtx)
+}
+
+// crashes reports whether a client-crash nemesis kills this process at point.
+func (c *client) crashes(point locks.CrashPoint) bool { return c.env.Faults.crashes(c.pid, point) }
+
+// die is the process killed: its lock stops all it does in the background and releases nothing,
+// and the slot goes on as a fresh process, as a restarted client program would.
+func (c *client) die() error {
+	if cr, ok := c.locker.(locks.Crashable); ok {
+		cr.Crash()
+	}
+	return c.retire()
+}
+
+// leaseEvent is the history event of something the lock learned by itself.
+func leaseEvent(pid int, e locks.LeaseEvent, rec *history.Recorder) history.Event {
+	ev := history.Event{Type: history.Info, Process: pid, F: history.FRenewed, Key: e.Key, Value: e.Value}
+	if e.Lost {
+		ev.F = history.FLost
+	}
+	if !e.Deadline.IsZero() {
+		ev.Deadline = rec.At(e.Deadline)
+	}
+	return ev
 }
 
 func (c *client) close() {
@@ -61,6 +91,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	actx, cancel := context.WithTimeout(c.opCtx, c.ttl)
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
 	cancel()
+	if errors.Is(err, locks.ErrCrashed) {
+		// Killed inside the acquire: what it did is unknown, and it does nothing more.
+		c.rec.Record(history.Event{Type: history.Info, Process: c.pid, F: history.FAcquire, Key: key, Error: "client crashed: " + err.Error()})
+		return nil, c.die()
+	}
 	if err != nil {
 		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error()}
 		if ev.Type == history.Fail {
@@ -72,11 +107,14 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 		}
 		return nil, nil
 	}
-	c.rec.Record(history.Event{
+	ev := history.Event{
 		Type: history.OK, Process: c.pid, F: history.FAcquire, Key: key,
-		Value: lease.Value, Token: lease.Token, Deadline: c.rec.At(lease.Deadline),
-		Validity: int64(lease.Validity), Nodes: lease.Nodes,
-	})
+		Value: lease.Value, Token: lease.Token, Validity: int64(lease.Validity), Nodes: lease.Nodes, Depth: lease.Depth,
+	}
+	if !lease.Deadline.IsZero() { // a watchdog lock promises no deadline: the hold lasts until release
+		ev.Deadline = c.rec.At(lease.Deadline)
+	}
+	c.rec.Record(ev)
 	return lease, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/resource"
 )
 
@@ -63,9 +64,15 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 			sleep(ctx, randDuration(rng, c.ThinkMax))
 			continue
 		}
+		if cl.crashes(CrashHolding) {
+			if err := cl.die(); err != nil {
+				return err
+			}
+			continue
+		}
 
 		// An unknown resource outcome retires the process id, as an unknown lock outcome does.
-		retire := c.update(cl.opCtx, env.Recorder, cl.pid, key, lease.Token)
+		retire := c.update(cl.opCtx, env.Recorder, cl.pid, cl.locker, key, lease.Token)
 
 		if err := cl.release(lease, retire); err != nil {
 			return err
@@ -76,7 +83,7 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 }
 
 // update is the read-modify-write under the lease. It reports whether an outcome was unknown.
-func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, key string, token int64) (unknown bool) {
+func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, lock locks.Locker, key string, token int64) (unknown bool) {
 	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRead, Key: key})
 	rctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
 	v, err := c.Store.Read(rctx, key)
@@ -88,7 +95,7 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, key
 	}
 	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Value: strconv.FormatInt(v, 10)})
 
-	c.Pauses.point(pid)
+	c.Pauses.pointWith(pid, lock)
 
 	next := strconv.FormatInt(v+1, 10)
 	guard := string(c.Store.Guard())
@@ -137,14 +144,25 @@ func (p *Pauses) Catch(ctx context.Context) (int, func(), error) {
 }
 
 // point is the pause point. Without a waiting request it costs one non-blocking channel receive.
-func (p *Pauses) point(pid int) {
+func (p *Pauses) point(pid int) { p.pointWith(pid, nil) }
+
+// pointWith is point for a process whose lock has background work of its own (a watchdog): the
+// lock is paused with the process, as SIGSTOP stops every thread.
+func (p *Pauses) pointWith(pid int, lock locks.Locker) {
 	if p == nil {
 		return
 	}
 	select {
 	case r := <-p.req:
+		pl, _ := lock.(locks.Pausable)
+		if pl != nil {
+			pl.Pause()
+		}
 		r.caught <- pid
 		<-r.resume
+		if pl != nil {
+			pl.Resume()
+		}
 	default:
 	}
 }

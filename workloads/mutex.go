@@ -49,6 +49,8 @@ type Env struct {
 	// NewLocker opens the lock for a process; it is called again with a fresh process id after an
 	// indeterminate result, as Jepsen reopens a crashed client.
 	NewLocker func(process int) (locks.Locker, error)
+	// Faults lets client-side nemeses crash processes and move their clocks; nil when none may.
+	Faults *ClientFaults
 }
 
 // KeyName is the lock key with index i.
@@ -92,6 +94,12 @@ func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 			continue
 		}
 		m.turns.won(key, group)
+		if c.crashes(CrashHolding) {
+			if err := c.die(); err != nil {
+				return err
+			}
+			continue
+		}
 		lease, retire := m.hold(c, rng, lease)
 		if err := c.release(lease, retire); err != nil {
 			return err

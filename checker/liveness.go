@@ -1,0 +1,197 @@
+package checker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// Liveness verdicts.
+const (
+	LiveOK          = "ok"
+	LiveDeadlock    = "deadlock"
+	LiveUnavailable = "unavailable"
+	LiveUnknown     = "unknown"
+)
+
+// Liveness is the run's liveness verdict: after the last fault healed, every key must be granted
+// again within the longest a lease can outlive its holder (Plan.Expiry, else the TTL) plus a margin.
+// A key refused as held all that time, with no hold the history can see, is a deadlock: its lock
+// outlived every holder (a key set without expiry by a client that crashed before its EXPIRE). A
+// deadlock makes the run invalid; a key refused for other reasons is reported as unavailable, and a
+// recovery too short to tell leaves liveness unknown, never passed.
+type Liveness struct {
+	Verdict string `json:"verdict"`
+	// Since is when the last fault healed (the history's start when there was none); Window how long
+	// a key may stay unavailable after it.
+	Since    int64             `json:"since"`
+	Window   int64             `json:"window"`
+	Findings []LivenessFinding `json:"findings,omitempty"`
+	Note     string            `json:"note,omitempty"`
+}
+
+// LivenessFinding is a key that stayed unavailable after the last heal.
+type LivenessFinding struct {
+	Key  string `json:"key"`
+	Kind string `json:"kind"`
+	// From is when the key's last hold ended (or the last heal, if later); Until the last refusal.
+	From     int64 `json:"from"`
+	Until    int64 `json:"until"`
+	Refusals int   `json:"refusals"`
+	// Cause names the client crashes since the key's last grant, or the faults before From.
+	Cause       string `json:"cause"`
+	Description string `json:"description"`
+}
+
+// keyLive is what step 1 keeps per key for the liveness check: the refusals since its last grant.
+type keyLive struct {
+	lastGrant int64
+	refusals  []refusal
+}
+
+type refusal struct {
+	t    int64
+	held bool
+}
+
+// acquired notes a completed acquire of key for the liveness check.
+func (pr *parser) acquired(key string, e *history.Event) {
+	if pr.p.live == nil {
+		pr.p.live = map[string]*keyLive{}
+	}
+	kl := pr.p.live[key]
+	if kl == nil {
+		kl = &keyLive{lastGrant: -1}
+		pr.p.live[key] = kl
+	}
+	switch e.Type {
+	case history.OK:
+		kl.lastGrant, kl.refusals = e.Time, kl.refusals[:0]
+	case history.Fail:
+		kl.refusals = append(kl.refusals, refusal{e.Time, e.Reason == history.ReasonHeld})
+	}
+}
+
+// checkLiveness is step 6e.
+func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
+	if run.plan == nil || len(run.plan.Keys) == 0 {
+		return nil // a hand-made history: no plan says what to expect
+	}
+	expiry := run.plan.Expiry
+	if expiry <= 0 {
+		expiry = run.plan.TTL
+	}
+	window := expiry + max(expiry, int64(time.Second))
+	l := &Liveness{Verdict: LiveOK, Since: p.first, Window: window}
+	for _, i := range p.nemesis {
+		l.Since = max(l.Since, st.at(i).Time)
+	}
+	lastEnd := map[string]int64{}
+	for i := range p.holds {
+		h := &p.holds[i]
+		if !h.dead {
+			lastEnd[h.key] = max(lastEnd[h.key], h.End)
+		}
+	}
+	for _, key := range run.plan.Keys {
+		if f, ok := stuck(key, p.live[key], max(l.Since, lastEnd[key]), window); ok {
+			f.Cause = crashesSince(st, p, lastEnd[key]-expiry)
+			f.Description = fmt.Sprintf("key %s: refused %d times (%s) from %s until %s, %s after it was last free to take, with no hold in sight; lease expiry %s",
+				key, f.Refusals, f.Kind, FormatTime(f.From), FormatTime(f.Until), FormatSpan(f.Until-f.From), FormatSpan(expiry))
+			if f.Cause != "" {
+				f.Description += "; " + f.Cause
+			}
+			l.Findings = append(l.Findings, f)
+		}
+	}
+	for _, f := range l.Findings {
+		if f.Kind == LiveDeadlock || l.Verdict == LiveOK {
+			l.Verdict = f.Kind
+		}
+	}
+	if l.Verdict == LiveOK && p.last-l.Since < window {
+		l.Verdict = LiveUnknown
+		l.Note = fmt.Sprintf("the run went on %s after the last heal, less than the lease expiry plus a margin (%s): liveness was not judged; use a --recovery of at least %s",
+			FormatSpan(p.last-l.Since), FormatSpan(window), time.Duration(window).Round(time.Second))
+	}
+	return l
+}
+
+// stuck reports a key refused from `from` for longer than window: its last refusal came more than
+// window after from, and it was refused ever since (no grant: the refusals are those since the last
+// grant).
+func stuck(key string, kl *keyLive, from, window int64) (LivenessFinding, bool) {
+	if kl == nil || len(kl.refusals) == 0 || kl.lastGrant > from {
+		return LivenessFinding{}, false
+	}
+	f := LivenessFinding{Key: key, From: from}
+	held := 0
+	for _, r := range kl.refusals {
+		if r.t < from {
+			continue
+		}
+		f.Refusals++
+		f.Until = r.t
+		if r.held {
+			held++
+		}
+	}
+	if f.Refusals == 0 || f.Until-from < window {
+		return LivenessFinding{}, false
+	}
+	f.Kind = LiveUnavailable
+	if 2*held > f.Refusals {
+		f.Kind = LiveDeadlock
+	}
+	return f, true
+}
+
+// crashesSince names the client crashes from `since` on: the usual cause of a lock that outlives
+// every holder.
+func crashesSince(st *store, p *parsed, since int64) string {
+	var names []string
+	for _, op := range p.nemOps {
+		e := st.at(op.inv)
+		if e.Fault != FaultClientCrash || e.Effect != history.EffectFault || e.Time < since || len(e.Nodes) == 0 {
+			continue
+		}
+		at := e.Value
+		if at == "" {
+			at = "a crash point"
+		}
+		names = append(names, fmt.Sprintf("%s crashed at %s (%s)", strings.Join(e.Nodes, " "), FormatTime(e.Time), at))
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	if len(names) > 5 {
+		names = append(slices.Clone(names[:5]), fmt.Sprintf("and %d more", len(names)-5))
+	}
+	return "client crashes since: " + strings.Join(names, ", ")
+}
+
+// summarizeLiveness writes the run's liveness line and its findings.
+func (r *Result) summarizeLiveness(b *strings.Builder) {
+	l := r.Liveness
+	if l == nil {
+		return
+	}
+	switch l.Verdict {
+	case LiveOK:
+		fmt.Fprintf(b, "liveness: ok (every key was granted again within %s of the last heal at %s, or never refused)\n", FormatSpan(l.Window), FormatTime(l.Since))
+	case LiveUnknown:
+		fmt.Fprintf(b, "liveness: unknown: %s\n", l.Note)
+	default:
+		effect := "does not change the verdict"
+		if l.Verdict == LiveDeadlock {
+			effect = "makes the run invalid"
+		}
+		fmt.Fprintf(b, "liveness: %s (%s) after the last heal at %s:\n", strings.ToUpper(l.Verdict), effect, FormatTime(l.Since))
+		for _, f := range l.Findings {
+			fmt.Fprintf(b, "  %s\n", f.Description)
+		}
+	}
+}
