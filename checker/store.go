@@ -114,8 +114,8 @@ func (s *store) settle() {
 		s.kept = append(s.kept, *e)
 		return
 	}
-	if e.Process < 0 {
-		return
+	if e.Process < 0 || e.F == history.FRenewed || e.F == history.FLost {
+		return // news from the lock completes nothing: the process's operation stays in flight
 	}
 	if e.Type == history.Invoke {
 		var sl *slot

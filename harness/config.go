@@ -86,6 +86,8 @@ type Config struct {
 	Careful bool `json:"careful,omitempty"`
 	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
 	Extend bool `json:"extend,omitempty"`
+	// WatchdogTimeout is a watchdog lock's lease time (renewed every third of it); zero means the TTL.
+	WatchdogTimeout Duration `json:"watchdog_timeout,omitempty"`
 	// ThinkMax bounds the pause a process takes between its operations; zero means
 	// DefaultThinkMax(Clients, Keys, TTL).
 	ThinkMax     Duration `json:"think_max"`
@@ -148,6 +150,12 @@ func (c *Config) Resolve() error {
 	}
 	if err := c.resolveSystem(); err != nil {
 		return err
+	}
+	if c.WatchdogTimeout < 0 {
+		return fmt.Errorf("--watchdog-timeout must not be negative, got %v", time.Duration(c.WatchdogTimeout))
+	}
+	if k, err := locks.Lookup(c.Lock); err == nil && !k.Open && c.WatchdogTimeout > 0 {
+		return fmt.Errorf("--watchdog-timeout applies to watchdog locks (watchdog, r2m), not --lock %s: drop it", c.Lock)
 	}
 	if c.Recovery < 0 {
 		return fmt.Errorf("--recovery must not be negative, got %v", time.Duration(c.Recovery))
@@ -333,13 +341,30 @@ func (c *Config) resolveHold() error {
 		}
 		return nil
 	}
+	kind, err := locks.Lookup(c.Lock)
+	if err != nil {
+		return err
+	}
 	switch {
+	case c.Extend && kind.NoExtend:
+		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (a watchdog lock renews by itself; seed 002's locks have no renewal): drop --extend", c.Lock)
+	case c.Careful && kind.Open:
+		return fmt.Errorf("--careful: --lock %s promises no deadline to check (its hold lasts until release): drop --careful", c.Lock)
 	case c.Extend && c.Careful:
 		return fmt.Errorf("--extend and --careful together: an extending holder already renews before its deadline; drop one of them")
 	case c.Extend && c.HoldMax != 0:
 		return fmt.Errorf("--extend draws work across three validities and renews the lease for it: drop --hold-max")
 	}
 	return nil
+}
+
+// Expiry is the longest a lease outlives a holder that died: the watchdog timeout for watchdog
+// locks, else the TTL.
+func (c *Config) Expiry() time.Duration {
+	if k, err := locks.Lookup(c.Lock); err == nil && k.Open && c.WatchdogTimeout > 0 {
+		return time.Duration(c.WatchdogTimeout)
+	}
+	return time.Duration(c.TTL)
 }
 
 // resolvePlaces makes the store absolute (a node runs in its own directory, so a relative path
@@ -461,11 +486,6 @@ func (c *Config) resolveWorkload(specs []nemesis.Spec) error {
 			return fmt.Errorf("--guard %s needs a resource: use --workload counter", c.Guard)
 		}
 		c.Guard = ""
-		for _, s := range specs {
-			if s.Name == "client-pause" {
-				return fmt.Errorf("--nemesis client-pause pauses a process between its read and its write of the resource: use --workload counter")
-			}
-		}
 		return nil
 	case "counter":
 	default:

@@ -141,8 +141,8 @@ func findBinaries(ctx context.Context, cfg Config) (shim string, err error) {
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
 	backend := sys.sut.Backend()
 	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
-	if sys.pauses != nil {
-		env.Clients = sys.pauses
+	if sys.faults != nil {
+		env.Clients, env.Crashes, env.ClientClocks = sys.faults.Pauses, sys.faults, sys.faults
 	}
 	if backend.ClockShim() {
 		env.Clocks = backend
@@ -246,6 +246,7 @@ func (c *Config) plan() *history.Plan {
 	p := &history.Plan{
 		Lock: c.Lock, Workload: c.Workload, Keys: c.KeyNames(), Clients: c.Clients,
 		TTL: int64(c.TTL), TimeLimit: int64(c.TimeLimit), Recovery: int64(c.Recovery), Seed: c.Seed,
+		Expiry: int64(c.Expiry()),
 	}
 	for _, s := range c.Specs() {
 		p.Nemeses = append(p.Nemeses, s.String())
@@ -264,7 +265,7 @@ func (c *Config) workload(sys *system) interface {
 	if sys.store != nil {
 		return workloads.Counter{
 			Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Seed: c.Seed,
-			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.pauses,
+			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses,
 		}
 	}
 	return c.mutex()
@@ -275,7 +276,7 @@ func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
-		Careful: c.Careful, Extend: c.Extend,
+		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(),
 	}
 }
 
@@ -331,7 +332,7 @@ type system struct {
 	groups  []string
 	store   *resource.Store
 	resNode *clusters.Node
-	pauses  *workloads.Pauses
+	faults  *workloads.ClientFaults
 
 	closers []func()
 	once    sync.Once
@@ -340,7 +341,7 @@ type system struct {
 // startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
 // resource. On error everything started is stopped again.
 func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
-	sys := &system{groups: cfg.GroupNames()}
+	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients)}
 	defer func() {
 		if err != nil {
 			sys.close()
@@ -372,7 +373,6 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Lo
 		return nil, err
 	}
 	sys.closers = append(sys.closers, func() { sys.store.Close() })
-	sys.pauses = workloads.NewPauses()
 	return sys, nil
 }
 
@@ -440,14 +440,19 @@ func (s *system) recordRoles(rec *history.Recorder, log *slog.Logger) (stop func
 
 // workloadEnv gives each process a lock client whose endpoints are its client group's links.
 func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
-	opts := locks.Options{NodeTimeout: time.Duration(cfg.NodeTimeout)}
 	return workloads.Env{
 		Recorder: rec,
+		Faults:   s.faults,
 		NewLocker: func(process int) (locks.Locker, error) {
-			group := s.groups[(process%cfg.Clients)%len(s.groups)]
+			slot := process % cfg.Clients
+			group := s.groups[slot%len(s.groups)]
 			eps, err := s.sut.Endpoints(group)
 			if err != nil {
 				return nil, err
+			}
+			opts := locks.Options{
+				NodeTimeout: time.Duration(cfg.NodeTimeout), WatchdogTimeout: cfg.Expiry(),
+				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process),
 			}
 			return locks.New(cfg.Lock, eps, opts)
 		},

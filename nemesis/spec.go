@@ -265,6 +265,10 @@ type Env struct {
 	// Clients pauses client processes; nil when the workload cannot (the mutex workload, or a
 	// configuration being checked before the run).
 	Clients ClientPauser
+	// Crashes kills client processes at crash points; ClientClocks moves their wall clocks. Nil when
+	// the configuration is checked before the run.
+	Crashes      ClientCrasher
+	ClientClocks ClientClocks
 
 	TTL         time.Duration
 	Interval    time.Duration
@@ -289,6 +293,8 @@ func builders() map[string]builder {
 		"pause":           buildPause,
 		"clock":           buildClock,
 		"client-pause":    buildClientPause,
+		"client-crash":    buildClientCrash,
+		"client-clock":    buildClientClock,
 		"failover":        buildFailover,
 	}
 }

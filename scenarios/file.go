@@ -112,7 +112,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
@@ -216,6 +216,8 @@ func parse(data []byte) (Scenario, error) {
 			c.Extend, err = boolean(v)
 		case "think_max":
 			c.ThinkMax, err = positiveDuration(v)
+		case "watchdog_timeout":
+			c.WatchdogTimeout, err = positiveDuration(v)
 		case "seed":
 			c.Seed, err = strconv.ParseUint(v.Value, 10, 64)
 			if v.Kind != yaml.ScalarNode || err != nil {

@@ -60,8 +60,12 @@ func (m Mutex) hold(c *client, rng *rand.Rand, lease *locks.Lease) (*locks.Lease
 	if m.Extend {
 		return m.holdExtending(c, rng, lease)
 	}
-	d := m.drawHold(rng, lease.Validity)
-	if m.Careful {
+	v := lease.Validity
+	if lease.Deadline.IsZero() {
+		v = max(m.Expiry, m.TTL) // no deadline: hold across the time the lock must renew the lease by
+	}
+	d := m.drawHold(rng, v)
+	if m.Careful && !lease.Deadline.IsZero() {
 		// The client looks at what is left of its lease before it starts, as a careful user's code
 		// would, and never plans work past the deadline less a margin.
 		left := time.Until(lease.Deadline) - m.carefulMargin()

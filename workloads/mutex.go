@@ -37,6 +37,9 @@ type Mutex struct {
 	// Groups is the number of client groups (process p is in group p mod Clients mod Groups). With
 	// more than one, groups take turns at each key, so a group on a slow link still wins races.
 	Groups int
+	// Expiry stands in for the validity of leases that promise no deadline (watchdog locks: the
+	// watchdog timeout), so their holds too reach and pass the time the lock must renew them by.
+	Expiry time.Duration
 	// Seed seeds each process's choices (keys, hold and think times).
 	Seed uint64
 

@@ -22,7 +22,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var cfg harness.Config
-	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout time.Duration
+	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout, watchdogTimeout time.Duration
 	var junit *string
 	var seedList string
 	cmd := &cobra.Command{
@@ -41,12 +41,13 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			if len(args) == 1 {
 				return runFile(cmd, args[0])
 			}
-			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout"); err != nil {
+			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout", "watchdog-timeout"); err != nil {
 				return err
 			}
 			cfg.TTL, cfg.TimeLimit, cfg.Recovery = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery)
 			cfg.Interval, cfg.RestartDelay, cfg.NodeTimeout = harness.Duration(interval), harness.Duration(restartDelay), harness.Duration(nodeTimeout)
 			cfg.HoldMax, cfg.ThinkMax, cfg.CheckTimeout = harness.Duration(holdMax), harness.Duration(thinkMax), harness.Duration(checkTimeout)
+			cfg.WatchdogTimeout = harness.Duration(watchdogTimeout)
 			if !cmd.Flags().Changed("seed") {
 				cfg.Seed = randomSeed()
 			}
@@ -97,6 +98,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload")
 	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity, 60% in [0, v/2], 30% in [0.8v, v), 10% in [v, 1.2v)); past the validity a holder overruns, and the checker reports it")
 	f.BoolVar(&cfg.Careful, "careful", false, "mutex holders check their remaining validity and never plan work past their deadline")
+	f.DurationVar(&watchdogTimeout, "watchdog-timeout", 0, "lease time of watchdog locks (watchdog, r2m), renewed every third of it (default: --ttl)")
 	f.BoolVar(&cfg.Extend, "extend", false, "mutex holders renew their leases (Extend) for work up to three validities long")
 	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
 	f.DurationVar(&checkTimeout, "check-timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")

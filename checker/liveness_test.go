@@ -1,0 +1,162 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// refusedUntil adds acquires of key by p refused as held every 100ms from `from` to `until` (ms).
+func (h *hist) refusedUntil(p int, key string, from, until int64) *hist {
+	for t := from; t <= until; t += 100 {
+		h.add(history.Event{Time: t, Type: history.Invoke, Process: p, F: history.FAcquire, Key: key})
+		h.add(history.Event{Time: t + 1, Type: history.Fail, Process: p, F: history.FAcquire, Key: key, Reason: history.ReasonHeld})
+	}
+	return h
+}
+
+func (h *hist) crash(pid string, point string, at int64) *hist {
+	h.add(history.Event{Time: at, Type: history.Invoke, Process: -1, F: "crash", Fault: FaultClientCrash, Effect: history.EffectFault, Nodes: []string{pid}, Value: point})
+	return h.add(history.Event{Time: at + 1, Type: history.Info, Process: -1, F: "crash", Fault: FaultClientCrash, Effect: history.EffectFault, Nodes: []string{pid}})
+}
+
+// A key that no one holds but every acquire is refused as held, for far longer than a lease can
+// outlive its holder after the last fault, is a deadlock: the run is invalid, and the finding names
+// the crash.
+func TestDeadlockAfterACrashBetweenSetnxAndExpire(t *testing.T) {
+	h := planned([]string{"k"}, "client-crash:point=after-setnx").
+		held(0, "k", 100).
+		add(history.Event{Time: 400, Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "k"}).
+		add(history.Event{Time: 402, Type: history.Info, Process: 1, F: history.FAcquire, Key: "k", Error: "client crashed at after-setnx"}).
+		crash("p1", "after-setnx", 401).
+		refusedUntil(2, "k", 500, 9800).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if r.Liveness == nil || r.Liveness.Verdict != LiveDeadlock || len(r.Liveness.Findings) != 1 {
+		t.Fatalf("liveness %+v: want one deadlock", r.Liveness)
+	}
+	if r.Valid != Invalid || r.ViolationCount != 0 {
+		t.Fatalf("verdict %s with %d violations: a deadlock makes the run invalid, with no violation", r.Valid, r.ViolationCount)
+	}
+	if f := r.Liveness.Findings[0]; !strings.Contains(f.Description, "p1 crashed") || !strings.Contains(f.Description, "after-setnx") {
+		t.Fatalf("finding %q does not name the crash", f.Description)
+	}
+	if !strings.Contains(r.Summary(), "liveness: DEADLOCK") {
+		t.Fatalf("the summary has no liveness line:\n%s", r.Summary())
+	}
+}
+
+// Refusals while a holder holds are contention, not a deadlock; and a recovery too short to tell
+// leaves liveness unknown without touching the verdict.
+func TestLivenessCountsOnlyTimeWithNoHolder(t *testing.T) {
+	h := planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 0). // no deadline: a watchdog hold until release
+		refusedUntil(1, "k", 10, 9000).
+		release(0, "k", "a", 9100, 9105).
+		acquire(1, "k", 9200, 9205, history.OK, "b", 0).
+		release(1, "k", "b", 9300, 9305).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if r.Liveness.Verdict != LiveOK || r.Valid != Valid {
+		t.Fatalf("liveness %+v, verdict %s: want ok and valid", r.Liveness, r.Valid)
+	}
+	h = planned([]string{"k"}).held(0, "k", 100).end(1500, history.OK, "")
+	if r := mustCheck(t, h.events()); r.Liveness.Verdict != LiveUnknown || !strings.Contains(r.Liveness.Note, "--recovery") {
+		t.Fatalf("liveness %+v: want unknown with the flag that fixes it", r.Liveness)
+	}
+}
+
+// A crashed holder holds nothing: a watchdog lock's key outlives it by the watchdog timeout, and
+// the next client's hold after that is no violation.
+func TestCrashEndsTheHold(t *testing.T) {
+	h := planned([]string{"k"}, "client-crash").
+		acquire(0, "k", 0, 5, history.OK, "a", 0).
+		crash("p0", "holding", 500).
+		acquire(1, "k", 1600, 1605, history.OK, "b", 0).
+		release(1, "k", "b", 1700, 1705).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if r.ViolationCount != 0 {
+		t.Fatalf("%d violations: the crashed process's hold must end at the crash", r.ViolationCount)
+	}
+	// Without the crash, p0 holds until the end and p1's hold overlaps it.
+	h = planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 0).
+		acquire(1, "k", 1600, 1605, history.OK, "b", 0).
+		release(1, "k", "b", 1700, 1705).
+		end(10000, history.OK, "")
+	if r := mustCheck(t, h.events()); r.ViolationCount != 1 {
+		t.Fatalf("%d violations: an unreleased watchdog hold lasts to the end of the history", r.ViolationCount)
+	}
+}
+
+// renewed moves a live hold's deadline (keepalive locks); lost ends it, early when before the
+// deadline promised; both are news with no invoke, and may come while an operation is in flight.
+func TestRenewedAndLostEvents(t *testing.T) {
+	renewed := func(p int, key, value string, at, deadline int64) history.Event {
+		return history.Event{Time: at, Type: history.Info, Process: p, F: history.FRenewed, Key: key, Value: value, Deadline: deadline}
+	}
+	h := planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 1000).
+		add(renewed(0, "k", "a", 600, 1600)).
+		acquire(1, "k", 1100, 1200, history.OK, "b", 3000).
+		release(0, "k", "a", 1500, 1510).
+		release(1, "k", "b", 2000, 2010).
+		end(10000, history.OK, "")
+	if r := mustCheck(t, h.events()); r.ViolationCount != 1 || r.Stats.Renewals != 1 {
+		t.Fatalf("%d violations, %d renewals: the renewal keeps p0's hold past p1's grant", r.ViolationCount, r.Stats.Renewals)
+	}
+	h = planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 1000).
+		add(history.Event{Time: 300, Type: history.Invoke, Process: 0, F: history.FWork, Key: "k", Value: "a"}).
+		add(history.Event{Time: 400, Type: history.Info, Process: 0, F: history.FLost, Key: "k", Value: "a"}).
+		add(history.Event{Time: 450, Type: history.OK, Process: 0, F: history.FWork, Key: "k", Value: "a"}).
+		acquire(1, "k", 500, 505, history.OK, "b", 3000).
+		release(0, "k", "a", 700, 710).
+		release(1, "k", "b", 2000, 2010).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if r.ViolationCount != 0 || r.EarlyLossCount != 1 || r.Valid != Invalid {
+		t.Fatalf("%d violations, %d early losses, %s: a loss reported before the deadline ends the hold and is an early loss", r.ViolationCount, r.EarlyLossCount, r.Valid)
+	}
+}
+
+func TestLeaseNewsIsValidated(t *testing.T) {
+	for name, e := range map[string]history.Event{
+		"invoke":        {Type: history.Invoke, Process: 0, F: history.FRenewed, Key: "k"},
+		"no key":        {Type: history.Info, Process: 0, F: history.FRenewed},
+		"lost deadline": {Type: history.Info, Process: 0, F: history.FLost, Key: "k", Deadline: 5},
+		"depth on work": {Type: history.Invoke, Process: 0, F: history.FWork, Key: "k", Depth: 2},
+	} {
+		if _, err := Check([]history.Event{e}, Options{}); err == nil {
+			t.Errorf("%s: accepted %+v", name, e)
+		}
+	}
+}
+
+// A reentrant lock's owner entering again is legal; another process holding inside the nested hold
+// is a violation; the hold ends at the outermost release.
+func TestReentrantHolds(t *testing.T) {
+	nested := func(h *hist) *hist {
+		h.add(history.Event{Time: 0, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"})
+		h.add(history.Event{Time: 5, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Value: "a", Depth: 1})
+		h.add(history.Event{Time: 100, Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "k"})
+		h.add(history.Event{Time: 105, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Value: "a", Depth: 2})
+		h.add(history.Event{Time: 200, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k", Value: "a", Depth: 2})
+		h.add(history.Event{Time: 205, Type: history.OK, Process: 0, F: history.FRelease, Key: "k", Value: "a", Depth: 1})
+		return h
+	}
+	h := nested(planned([]string{"k"})).release(0, "k", "a", 300, 305).end(10000, history.OK, "")
+	if r := mustCheck(t, h.events()); r.ViolationCount != 0 || r.Stats.Reentries != 1 || r.Valid != Valid {
+		t.Fatalf("%d violations, %d reentries, %s: legal nesting", r.ViolationCount, r.Stats.Reentries, r.Valid)
+	}
+	// p1 holds between the inner release and the outer one: the outer hold still lasts.
+	h = nested(planned([]string{"k"})).
+		acquire(1, "k", 210, 250, history.OK, "b", 0).
+		release(1, "k", "b", 260, 265).
+		release(0, "k", "a", 300, 305).end(10000, history.OK, "")
+	if r := mustCheck(t, h.events()); r.ViolationCount != 1 {
+		t.Fatalf("%d violations: an overlap inside a nested hold must be found", r.ViolationCount)
+	}
+}
