@@ -60,11 +60,12 @@ func (m Mutex) hold(c *client, rng *rand.Rand, lease *locks.Lease) (*locks.Lease
 	if m.Extend {
 		return m.holdExtending(c, rng, lease)
 	}
-	v := lease.Validity
+	d := m.drawHold(rng, lease.Validity)
 	if lease.Deadline.IsZero() {
-		v = max(m.Expiry, m.TTL) // no deadline: hold across the time the lock must renew the lease by
+		// No deadline: the lock renews the lease by itself for work of any length, which is what
+		// watchdog locks are for. Holds are drawn across three lease times, as renewing holders'.
+		d = 3 * m.drawHold(rng, max(m.Expiry, m.TTL))
 	}
-	d := m.drawHold(rng, v)
 	if m.Careful && !lease.Deadline.IsZero() {
 		// The client looks at what is left of its lease before it starts, as a careful user's code
 		// would, and never plans work past the deadline less a margin.
