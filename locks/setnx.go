@@ -175,8 +175,12 @@ func (s *setnxGetset) Release(ctx context.Context, l *Lease) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
 	defer cancel()
-	if err := s.client.Del(rctx, l.Key).Err(); err != nil {
+	n, err := s.client.Del(rctx, l.Key).Result()
+	if err != nil {
 		return classify(fmt.Errorf("DEL on %s: %w", s.node.Node, err))
+	}
+	if n == 0 {
+		return ErrLeaseLost
 	}
 	return nil
 }
