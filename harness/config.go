@@ -118,6 +118,11 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("--nemesis: %w", err)
 	}
 	c.Nemesis = nemesis.JoinSpecs(specs)
+	for _, s := range specs {
+		if s.Name == "client-crash" && s.Params["point"] == string(locks.CrashAfterSetNX) && c.Lock != "setnx-del" {
+			return fmt.Errorf("--nemesis client-crash:point=after-setnx: only --lock setnx-del has a step between SETNX and EXPIRE; use point=holding")
+		}
+	}
 	if err := c.resolveWorkload(specs); err != nil {
 		return err
 	}

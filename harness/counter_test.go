@@ -62,7 +62,6 @@ func TestCounterConfigErrors(t *testing.T) {
 		"unknown guard":       {"counter", "fence", "none", "--guard: unknown guard \"fence\""},
 		"fencing needs token": {"counter", "fencing", "none", "use --lock fenced"},
 		"guard needs counter": {"mutex", "fencing", "none", "use --workload counter"},
-		"pause needs counter": {"mutex", "", "client-pause", "use --workload counter"},
 	}
 	for name, c := range cases {
 		cfg := base
