@@ -186,6 +186,18 @@ func evidenceRows(res *checker.Result) []kv {
 		}
 		rows = append(rows, kv{Key: key, Value: line, Class: class})
 	}
+	if lv := res.Liveness; lv != nil {
+		text, cls := lv.Verdict, ""
+		switch lv.Verdict {
+		case checker.LiveUnknown:
+			text += ": " + lv.Note
+		case checker.LiveDeadlock:
+			text, cls = fmt.Sprintf("deadlock: %d keys stayed taken after the last heal at %s", len(lv.Findings), checker.FormatTime(lv.Since)), "bad"
+		case checker.LiveUnavailable:
+			text = fmt.Sprintf("unavailable: %d keys refused after the last heal at %s", len(lv.Findings), checker.FormatTime(lv.Since))
+		}
+		rows = append(rows, kv{Key: "liveness", Value: text, Class: cls})
+	}
 	var perKey []string
 	for _, k := range slices.Sorted(maps.Keys(s.AcquiresByKey)) {
 		perKey = append(perKey, fmt.Sprintf("%s %d", k, s.AcquiresByKey[k].OK))
@@ -215,6 +227,11 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 	}
 	for _, l := range res.LateExtends {
 		out = append(out, "late extend: "+l.Description)
+	}
+	if lv := res.Liveness; lv != nil {
+		for _, f := range lv.Findings {
+			out = append(out, "liveness, "+f.Kind+": "+f.Description)
+		}
 	}
 	if rr := res.Resource; rr != nil {
 		if rr.HasFinal {

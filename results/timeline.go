@@ -233,6 +233,11 @@ func marks(res *checker.Result, d *runData) []tlMark {
 	for _, l := range res.LateExtends {
 		out = append(out, tlMark{Slot: d.slotOf(l.Process), T: us(l.Completed), Kind: "late", Text: l.Description})
 	}
+	if lv := res.Liveness; lv != nil {
+		for _, f := range lv.Findings {
+			out = append(out, tlMark{Slot: 0, T: us(f.From), Kind: "deadlock", Text: f.Description})
+		}
+	}
 	for _, t := range res.TokenRegressions {
 		out = append(out, tlMark{Slot: d.slotOf(t.Later.Process), T: us(t.Later.Start), Kind: "token", Text: t.Description})
 	}

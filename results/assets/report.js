@@ -9,7 +9,7 @@
   var canvas = root.querySelector("canvas.tl"), axis = root.querySelector("canvas.tl-axis");
   var tip = root.querySelector(".tip"), rangeEl = root.querySelector(".tl-range");
   var C = { ok: "#2e9e4f", hold: "#3b6fd1", merged: "#7f9fde", fail: "#9aa0a6", err: "#b03030", info: "#e88a1a",
-    fault: "rgba(245,166,35,", viol: "rgba(208,2,27,", overrun: "#8e44ad", stale: "#d0021b", lost: "#d0021b", token: "#8a5a00", early: "#d0021b", late: "#d0021b" };
+    fault: "rgba(245,166,35,", viol: "rgba(208,2,27,", overrun: "#8e44ad", stale: "#d0021b", lost: "#d0021b", token: "#8a5a00", early: "#d0021b", late: "#d0021b", deadlock: "#d0021b" };
   var LABEL = 92, NODE_H = 18, LANE_H = D.clients > 40 ? 10 : 18;
 
   // Decode each slot's tuples into absolute times.
@@ -134,7 +134,7 @@
   }
 
   function drawMarks(g) {
-    var glyph = { overrun: "▼", stale: "✕", lost: "◆", token: "▲", early: "◀", late: "▶" };
+    var glyph = { overrun: "▼", stale: "✕", lost: "◆", token: "▲", early: "◀", late: "▶", deadlock: "■" };
     g.textBaseline = "middle"; g.font = "bold " + Math.max(LANE_H, 11) + "px system-ui, sans-serif";
     (D.marks || []).forEach(function (m) {
       var x = X(m.t);
