@@ -54,10 +54,29 @@ func Mutants() []Mutant {
 		{"redlock-no-drift", "redlock", "no drift allowance: the validity is the whole TTL less the acquire's time, so a node clock running slightly fast expires the key before the promise ends", func(n []Endpoint, o Options) Locker {
 			return newRedlock(n, noDrift(o))
 		}},
+		{"single-wall-clock", "single", "the deadline is computed from the client's wall clock (no monotonic reading): a clock running ahead at acquire time promises a lease that ends later than the key", func(n []Endpoint, o Options) Locker {
+			return &wallClock{newSingle(n[0], o)}
+		}},
 		{"single-timeout-grants", "single", "a SET NX that timed out counts as granted", func(n []Endpoint, o Options) Locker {
 			return &timeoutGrants{newSingle(n[0], o)}
 		}},
 	}
+}
+
+// wallClock computes the lease's deadline from the client's wall clock, as a library that keeps
+// deadlines in Unix milliseconds does: the deadline carries no monotonic reading, so the client's
+// clock offset at acquire time moves it.
+type wallClock struct{ *single }
+
+func (w *wallClock) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	wallStart := w.opts.now().Round(0)
+	l, err := w.single.Acquire(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	l.Deadline = w.opts.deadline(wallStart, ttl)
+	l.Validity = l.Deadline.Sub(w.opts.now().Round(0))
+	return l, nil
 }
 
 // noDrift removes the drift allowance (zero would mean the default, so the smallest non-zero values).

@@ -52,6 +52,14 @@ var selfCells = []selfCell{
 		c.TimeLimit *= 2
 		c.Nemesis = "clock:jump=fast:rate=0.008:target=all:duration=" + (time.Duration(c.TimeLimit) - time.Second).String() + ":interval=200ms"
 	}},
+	// Every client's wall clock runs 1.5s (the TTL) ahead for 3s at a time: locks that read no
+	// client clock are unaffected, one that dates its deadlines by it promises a TTL too much.
+	// Holds run up to twice the TTL, so most outlive their lease: a correct lock's end at its deadline
+	// (overruns), a lock that promised a TTL too much holds on into the next holder's lease.
+	{"client-clock", func(c *harness.Config) {
+		c.HoldMax, c.ThinkMax = 2*c.TTL, harness.Duration(5*time.Millisecond)
+		c.Nemesis = "client-clock:target=all:offset=1500ms:duration=3s:interval=1s"
+	}},
 	// The slow group's requests time out (a spike three node timeouts long) and land late.
 	{"timeouts", func(c *harness.Config) {
 		c.ClientGroups = 2
@@ -71,6 +79,7 @@ var selfOrder = map[string][]string{
 	"single-extend-unchecked":     {"extend"},
 	"single-timeout-grants":       {"timeouts", "slow-group"},
 	"redlock-no-drift":            {"drift"},
+	"single-wall-clock":           {"client-clock"},
 }
 
 func selfCellNamed(name string) selfCell {
@@ -87,7 +96,7 @@ func newSelftestCmd() *cobra.Command {
 		Short: "Run lockpick's deliberately broken locks and report which scenarios catch them",
 		Long: `selftest runs each of lockpick's deliberately broken locks (mutants: a wrong quorum, a
 validity that forgets the acquire's time, a lease sent in whole seconds, releases by plain DEL or
-in two round trips, an unchecked extend, timeouts counted as grants, no drift allowance) through
+in two round trips, an unchecked extend, timeouts counted as grants, no drift allowance, deadlines by the wall clock) through
 the scenarios that
 should expose it, one seed at a time, stopping at the first scenario that gives an invalid
 verdict; then runs the correct single and redlock locks through every scenario. It prints the
