@@ -37,6 +37,8 @@ func kinds() []Kind {
 		{Name: "sentinel-fenced", System: "redis-sentinel", Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, true) }},
 		{Name: "watchdog", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, false), nil }},
 		{Name: "r2m", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, true), nil }},
+		{Name: "watchdog-sentinel", System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, false) }},
+		{Name: "r2m-sentinel", System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
 		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},

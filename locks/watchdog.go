@@ -27,8 +27,9 @@ import (
 // first failed renewal (an error, not only a missing field), where watchdog tries again at the next
 // tick after an error and stops only when the field is gone.
 type watchdog struct {
-	node   Endpoint
-	client *redis.Client
+	// nodeName names the node the client talks to now (the master, behind Sentinel).
+	nodeName func() string
+	client   *redis.Client
 	opts   Options
 	r2m    bool
 	id     string // this client's id and thread, the hash field
@@ -47,7 +48,21 @@ type renewal struct {
 }
 
 func newWatchdog(node Endpoint, o Options, r2m bool) *watchdog {
-	w := &watchdog{node: node, client: newClient(node, o), opts: o, r2m: r2m, id: newValue() + ":1", held: map[string]*renewal{}, paused: make(chan struct{})}
+	return newWatchdogOn(newClient(node, o), func() string { return node.Node }, o, r2m)
+}
+
+// newWatchdogSentinel is the watchdog lock on the master the sentinels name, as Redisson runs on a
+// Sentinel deployment: through the same failover client (and links) as the sentinel lock.
+func newWatchdogSentinel(eps []Endpoint, o Options, r2m bool) (*watchdog, error) {
+	s, err := newSentinel(eps, o, false, false)
+	if err != nil {
+		return nil, err
+	}
+	return newWatchdogOn(s.client, func() string { return s.master.Load().(string) }, o, r2m), nil
+}
+
+func newWatchdogOn(client *redis.Client, nodeName func() string, o Options, r2m bool) *watchdog {
+	w := &watchdog{nodeName: nodeName, client: client, opts: o, r2m: r2m, id: newValue() + ":1", held: map[string]*renewal{}, paused: make(chan struct{})}
 	close(w.paused)
 	return w
 }
@@ -116,10 +131,10 @@ func (w *watchdog) Acquire(ctx context.Context, key string, ttl time.Duration) (
 			return w.granted(key, start, lease), nil
 		}
 		if unsent(err) {
-			return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, w.node.Node, err)
+			return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, w.nodeName(), err)
 		}
 		if err != nil {
-			return nil, indeterminate(fmt.Errorf("lock script on %s: %w", w.node.Node, err))
+			return nil, indeterminate(fmt.Errorf("lock script on %s: %w", w.nodeName(), err))
 		}
 		left := time.Until(waitUntil)
 		if left <= 0 {
@@ -145,7 +160,7 @@ func (w *watchdog) granted(key string, start time.Time, lease time.Duration) *Le
 		go w.renew(key, lease, r)
 	}
 	r.depth++
-	return &Lease{Key: key, Value: w.id, Start: start, Nodes: []string{w.node.Node}, Depth: r.depth}
+	return &Lease{Key: key, Value: w.id, Start: start, Nodes: []string{w.nodeName()}, Depth: r.depth}
 }
 
 // waitUnlock waits for an unlock message on key's channel, at most d.
@@ -220,7 +235,7 @@ func (w *watchdog) Release(ctx context.Context, l *Lease) error {
 		return ErrLeaseLost // Redisson: "attempt to unlock lock, not locked by current thread"
 	}
 	if err != nil {
-		return classify(fmt.Errorf("unlock script on %s: %w", w.node.Node, err))
+		return classify(fmt.Errorf("unlock script on %s: %w", w.nodeName(), err))
 	}
 	w.leave(l.Key, res == int64(1))
 	return nil

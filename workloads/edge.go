@@ -61,7 +61,7 @@ func (m Mutex) hold(c *client, rng *rand.Rand, lease *locks.Lease) (*locks.Lease
 		return m.holdExtending(c, rng, lease)
 	}
 	d := m.drawHold(rng, lease.Validity)
-	if lease.Deadline.IsZero() {
+	if lease.Deadline.IsZero() && m.HoldMax == 0 {
 		// No deadline: the lock renews the lease by itself for work of any length, which is what
 		// watchdog locks are for. Holds are drawn across three lease times, as renewing holders'.
 		d = 3 * m.drawHold(rng, max(m.Expiry, m.TTL))
