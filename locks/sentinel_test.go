@@ -109,13 +109,13 @@ func waitFor(t *testing.T, wait time.Duration, f func() error) {
 // and a probe sees the lease on the primary and, once replicated, on the replicas.
 func TestSentinelLocksExcludeAndPromise(t *testing.T) {
 	sys := sentinelSystem(t)
-	probe, err := NewProbe("sentinel", sys.Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
 	ctx := context.Background()
 	for i, name := range namesOn("redis-sentinel") {
+		probe, err := NewProbe(name, sys.Nodes()) // each lock's own: a watchdog lease is a hash
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
 		key := fmt.Sprintf("k%d", i)
 		a, b := openOn(t, sys, name, Options{}), openOn(t, sys, name, Options{})
 		before := time.Now()
