@@ -136,6 +136,8 @@ type parser struct {
 	processes   map[int]struct{}
 
 	expired, noDeadline, strayRelease, strayWork int
+	// foreign marks processes whose release in flight named no hold of theirs.
+	foreign map[int]bool
 }
 
 func newParser(st *store) *parser {
@@ -143,6 +145,7 @@ func newParser(st *store) *parser {
 		st: st, p: &parsed{expired: map[string]int{}},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
+		foreign: map[int]bool{},
 	}
 }
 
@@ -215,6 +218,7 @@ func (pr *parser) event(i int) {
 				open[e.Process] = append(hs[:j], hs[j+1:]...)
 			} else {
 				pr.strayRelease++
+				pr.foreign[e.Process] = true
 			}
 		}
 		return
@@ -268,6 +272,9 @@ func (pr *parser) event(i int) {
 		recent[e.Process] = r
 	case history.FRelease, history.FExtend:
 		p.leaseEvent(recent[e.Process], inv, e)
+		if e.F == history.FRelease {
+			pr.foreignUnlock(e)
+		}
 	case history.FRead, history.FWrite:
 		// Reads and writes of the protected resource are work under the process's latest lease
 		// of the key (their Value is the counter's, not the lease's). A write whose outcome is
@@ -301,6 +308,21 @@ func (pr *parser) event(i int) {
 		} else {
 			pr.strayWork++
 		}
+	}
+}
+
+// foreignUnlock counts the completion of a release that named no hold of its process: refused as
+// not the owner's, as a lock must; accepted, it may have freed another client's lock.
+func (pr *parser) foreignUnlock(e *history.Event) {
+	if !pr.foreign[e.Process] && e.Reason != history.ReasonNotOwner {
+		return
+	}
+	delete(pr.foreign, e.Process)
+	switch {
+	case e.Reason == history.ReasonNotOwner:
+		pr.p.stats.ForeignUnlocks.Refused++
+	case e.Type == history.OK:
+		pr.p.stats.ForeignUnlocks.Accepted++
 	}
 }
 
@@ -432,7 +454,7 @@ func (pr *parser) finish() *parsed {
 	}
 	note(pendingClient, "%d client operations were still in flight when the history ended; they count as indeterminate")
 	note(pendingNemesis, "%d nemesis operations never completed; their faults are taken to last until the end of the history")
-	note(noDeadline, "%d ok acquires carried no deadline; their holds last until release (or forever)")
+	note(noDeadline, "%d ok acquires carried no deadline (a watchdog lock promises none); their holds last until release (or forever)")
 	note(expired, "%d ok acquires were expired on arrival (their deadline was at or before their completion): they grant no hold, and work under them is an overrun")
 	note(strayRelease, "%d releases matched no open hold of their process")
 	note(strayWork, "%d work operations matched no hold of their process")

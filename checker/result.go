@@ -187,7 +187,13 @@ type Stats struct {
 	// Renewals counts the renewals a lock made by itself (renewed events: a watchdog, a keepalive);
 	// Losses the leases it reported lost by itself; Reentries the ok acquires by a process that
 	// already held the key (a reentrant lock's inner levels).
-	Renewals  int `json:"renewals,omitempty"`
+	Renewals int `json:"renewals,omitempty"`
+	// ForeignUnlocks are releases by a process of a lock it did not hold: refused as not the
+	// owner's, or accepted (the lock let a non-owner free it; a cause for a violation to look for).
+	ForeignUnlocks struct {
+		Refused  int `json:"refused"`
+		Accepted int `json:"accepted"`
+	} `json:"foreign_unlocks"`
 	Losses    int `json:"losses,omitempty"`
 	Reentries int `json:"reentries,omitempty"`
 	// NearDeadline counts the holds released within the last tenth of their validity (from the
@@ -316,6 +322,12 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
 		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
 	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info; %d holds released in the last tenth of their validity\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info, s.NearDeadline)
+	if s.Renewals+s.Losses+s.Reentries > 0 {
+		fmt.Fprintf(&b, "the lock's own news: %d renewals, %d leases reported lost; %d re-entries by the owner\n", s.Renewals, s.Losses, s.Reentries)
+	}
+	if f := s.ForeignUnlocks; f.Refused+f.Accepted > 0 {
+		fmt.Fprintf(&b, "unlocks by a process that did not hold the lock: %d refused as not the owner's, %d accepted\n", f.Refused, f.Accepted)
+	}
 	if s.Extends.Total() > 0 {
 		fmt.Fprintf(&b, "extends: %d ok, %d fail, %d info\n", s.Extends.OK, s.Extends.Fail, s.Extends.Info)
 	}

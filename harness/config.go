@@ -86,6 +86,9 @@ type Config struct {
 	Careful bool `json:"careful,omitempty"`
 	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
 	Extend bool `json:"extend,omitempty"`
+	// Reentrant: mutex holders of a reentrant lock enter it again inside their hold, and refused
+	// clients now and then unlock a key they do not hold.
+	Reentrant bool `json:"reentrant,omitempty"`
 	// WatchdogTimeout is a watchdog lock's lease time (renewed every third of it); zero means the TTL.
 	WatchdogTimeout Duration `json:"watchdog_timeout,omitempty"`
 	// ThinkMax bounds the pause a process takes between its operations; zero means
@@ -339,7 +342,7 @@ func (c *Config) resolveHold() error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--extend", c.Extend}} {
+		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--extend", c.Extend}, {"--reentrant", c.Reentrant}} {
 			if f.set {
 				return fmt.Errorf("%s applies to the mutex workload; the %s workload holds a lease for one read and one write: drop %s", f.name, c.Workload, f.name)
 			}

@@ -276,7 +276,7 @@ func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
-		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(),
+		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant,
 	}
 }
 

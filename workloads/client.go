@@ -118,10 +118,16 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	return lease, nil
 }
 
+// contextWithTimeout bounds one lock operation of c.
+func contextWithTimeout(c *client) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.opCtx, c.ttl)
+}
+
 // release gives the lease back and records it. The process retires after an indeterminate release,
 // or when the caller already saw an unknown outcome under the lease (retire).
 func (c *client) release(lease *locks.Lease, retire bool) error {
-	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value})
+	// A reentrant lock's release names the level it leaves: above 1 the hold goes on.
+	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value, Depth: lease.Depth})
 	rctx, cancel := context.WithTimeout(c.opCtx, c.ttl)
 	err := c.locker.Release(rctx, lease)
 	cancel()

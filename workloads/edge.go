@@ -75,6 +75,10 @@ func (m Mutex) hold(c *client, rng *rand.Rand, lease *locks.Lease) (*locks.Lease
 		}
 		d = min(d, left)
 	}
+	if m.Reentrant && lease.Depth > 0 {
+		m.holdReentrant(c, rng, lease, d)
+		return lease, false
+	}
 	c.work(lease, d)
 	return lease, false
 }

@@ -34,6 +34,10 @@ type Mutex struct {
 	// Extend makes holders renew their lease with Locker.Extend for work longer than it (see
 	// holdExtending); their work is drawn across three validities.
 	Extend bool
+	// Reentrant makes holders of a reentrant lock enter it again inside their hold (nested acquire
+	// and release), and makes refused clients now and then unlock a key they do not hold, which the
+	// lock must refuse.
+	Reentrant bool
 	// Groups is the number of client groups (process p is in group p mod Clients mod Groups). With
 	// more than one, groups take turns at each key, so a group on a slow link still wins races.
 	Groups int
@@ -93,6 +97,11 @@ func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 			return err
 		}
 		if lease == nil {
+			if m.Reentrant && rng.IntN(10) == 0 {
+				if err := c.foreignUnlock(key); err != nil {
+					return err
+				}
+			}
 			sleep(ctx, randDuration(rng, m.ThinkMax))
 			continue
 		}

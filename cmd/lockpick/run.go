@@ -98,6 +98,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload")
 	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity, 60% in [0, v/2], 30% in [0.8v, v), 10% in [v, 1.2v)); past the validity a holder overruns, and the checker reports it")
 	f.BoolVar(&cfg.Careful, "careful", false, "mutex holders check their remaining validity and never plan work past their deadline")
+	f.BoolVar(&cfg.Reentrant, "reentrant", false, "mutex holders of a reentrant lock (watchdog, r2m) enter it again inside their hold; refused clients now and then unlock a key they do not hold, which the lock must refuse")
 	f.DurationVar(&watchdogTimeout, "watchdog-timeout", 0, "lease time of watchdog locks (watchdog, r2m), renewed every third of it (default: --ttl)")
 	f.BoolVar(&cfg.Extend, "extend", false, "mutex holders renew their leases (Extend) for work up to three validities long")
 	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
