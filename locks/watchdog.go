@@ -30,9 +30,9 @@ type watchdog struct {
 	// nodeName names the node the client talks to now (the master, behind Sentinel).
 	nodeName func() string
 	client   *redis.Client
-	opts   Options
-	r2m    bool
-	id     string // this client's id and thread, the hash field
+	opts     Options
+	r2m      bool
+	id       string // this client's id and thread, the hash field
 
 	mu      sync.Mutex
 	held    map[string]*renewal // key -> its renewal, while the count is above zero
