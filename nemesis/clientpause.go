@@ -16,7 +16,7 @@ import (
 // reading and writing the resource under its lease, stops it there, and returns its id and a
 // function that lets it go on.
 type ClientPauser interface {
-	Catch(ctx context.Context) (process int, resume func(), err error)
+	Catch(ctx context.Context, pick func(n int) int) (process int, resume func(), err error)
 }
 
 // ClientPause stops one client process between its read and its write for Duration, a
@@ -33,6 +33,17 @@ type ClientPause struct {
 
 	mu     sync.Mutex
 	paused map[string]pausedClient // "p<id>" -> its pause
+	rng    *rand.Rand              // which holder a pause catches, drawn from the run's seed
+}
+
+// pick chooses which of n processes holding a lease a pause catches.
+func (c *ClientPause) pick(n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rng == nil {
+		c.rng = rand.New(rand.NewPCG(1, 2))
+	}
+	return c.rng.IntN(n)
 }
 
 type pausedClient struct {
@@ -54,6 +65,7 @@ func (c *ClientPause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 			Op{At: t + c.Duration, F: "resume", Effect: history.EffectHeal})
 		t += c.Duration + jitter(rng, c.Interval)
 	}
+	c.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	return plan
 }
 
@@ -65,7 +77,7 @@ func (c *ClientPause) Resolve(ctx context.Context, op Op) (Op, error) {
 	}
 	switch op.F {
 	case "pause":
-		pid, resume, err := c.Clients.Catch(ctx)
+		pid, resume, err := c.Clients.Catch(ctx, c.pick)
 		if err != nil {
 			return op, err
 		}

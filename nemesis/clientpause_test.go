@@ -31,7 +31,7 @@ func TestClientPausePlanIsSeeded(t *testing.T) {
 // fakePauser stands for the workload: Catch reports process 7 as caught and records the resume.
 type fakePauser struct{ resumed chan struct{} }
 
-func (f *fakePauser) Catch(ctx context.Context) (int, func(), error) {
+func (f *fakePauser) Catch(ctx context.Context, pick func(int) int) (int, func(), error) {
 	return 7, func() { close(f.resumed) }, nil
 }
 

@@ -184,12 +184,13 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 
 // work records protected work of length d under lease.
 func (c *client) work(lease *locks.Lease, d time.Duration) {
-	// A client-pause nemesis may stop the holder here, its lock's background renewals with it.
-	if c.env.Faults != nil {
-		c.env.Faults.Pauses.pointWith(c.pid, c.locker)
-	}
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
-	time.Sleep(d)
+	// A client-pause nemesis may stop the holder anywhere in its work, its lock's renewals with it.
+	var pauses *Pauses
+	if c.env.Faults != nil {
+		pauses = c.env.Faults.Pauses
+	}
+	pauses.sleepHolding(c.pid, c.locker, d)
 	c.rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
 }
 

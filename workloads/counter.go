@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -115,11 +117,18 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, loc
 	return unknown
 }
 
-// Pauses lets the client-pause nemesis stop a process between its read and its write, as a
-// stop-the-world garbage collection would. A goroutine cannot be stopped from outside, so the
-// workload cooperates: every process passes a pause point, and a pause request waiting there catches
-// the first process that comes by.
-type Pauses struct{ req chan pauseReq }
+// Pauses lets the client-pause nemesis stop processes, as a stop-the-world garbage collection
+// would. A goroutine cannot be stopped from outside, so the workload cooperates. The counter
+// workload's processes pass a pause point between their read and their write, and a pause request
+// catches the first process that comes by (Kleppmann's case). The mutex workload's holders listen for
+// a pause all through their work; a pause picks one of the processes holding right then (the
+// nemesis's seeded pick) and stops it where it is.
+type Pauses struct {
+	req chan pauseReq
+
+	mu      sync.Mutex
+	holders map[int]chan pauseReq // process -> its channel, while it works under a lease
+}
 
 type pauseReq struct {
 	caught chan int
@@ -127,20 +136,93 @@ type pauseReq struct {
 }
 
 // NewPauses makes the rendezvous between the nemesis and the workload.
-func NewPauses() *Pauses { return &Pauses{req: make(chan pauseReq)} }
+func NewPauses() *Pauses { return &Pauses{req: make(chan pauseReq), holders: map[int]chan pauseReq{}} }
 
-// Catch waits until a process reaches its pause point and stops it there. It returns the process id
-// and resume, which lets the process go on; resume may be called more than once.
-func (p *Pauses) Catch(ctx context.Context) (int, func(), error) {
+// Catch stops a process and returns its id and resume, which lets it go on (resume may be called
+// more than once). When processes are working under a lease, pick (given how many) chooses which
+// of them, in order of process id; otherwise the first process at its pause point is caught.
+func (p *Pauses) Catch(ctx context.Context, pick func(n int) int) (int, func(), error) {
 	r := pauseReq{caught: make(chan int, 1), resume: make(chan struct{})}
-	select {
-	case p.req <- r:
-	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	}
-	pid := <-r.caught
 	var once sync.Once
-	return pid, func() { once.Do(func() { close(r.resume) }) }, nil
+	resume := func() { once.Do(func() { close(r.resume) }) }
+	for {
+		if ch, ok := p.pickHolder(pick); ok {
+			select {
+			case ch <- r:
+				return <-r.caught, resume, nil
+			case <-ctx.Done():
+				return 0, nil, ctx.Err()
+			case <-time.After(time.Millisecond):
+				continue // its work ended first: pick again
+			}
+		}
+		select {
+		case p.req <- r:
+			return <-r.caught, resume, nil
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// pickHolder chooses one of the processes working under a lease.
+func (p *Pauses) pickHolder(pick func(n int) int) (chan pauseReq, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.holders) == 0 || pick == nil {
+		return nil, false
+	}
+	pids := slices.Sorted(maps.Keys(p.holders))
+	return p.holders[pids[pick(len(pids))]], true
+}
+
+// sleepHolding is d of work by process pid under a lease, during which a pause may stop it (and
+// its lock's background renewals) wherever it is; paused time does not count as work done.
+func (p *Pauses) sleepHolding(pid int, lock locks.Locker, d time.Duration) {
+	if p == nil {
+		time.Sleep(d)
+		return
+	}
+	ch := make(chan pauseReq)
+	p.mu.Lock()
+	p.holders[pid] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.holders, pid)
+		p.mu.Unlock()
+	}()
+	end := time.Now().Add(d)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+			return
+		case r := <-ch:
+			t.Stop()
+			stopped := time.Now()
+			p.hold(pid, lock, r)
+			end = end.Add(time.Since(stopped))
+		}
+	}
+}
+
+// hold keeps process pid stopped for request r, its lock's background work with it.
+func (p *Pauses) hold(pid int, lock locks.Locker, r pauseReq) {
+	pl, _ := lock.(locks.Pausable)
+	if pl != nil {
+		pl.Pause()
+	}
+	r.caught <- pid
+	<-r.resume
+	if pl != nil {
+		pl.Resume()
+	}
 }
 
 // point is the pause point. Without a waiting request it costs one non-blocking channel receive.
@@ -154,15 +236,7 @@ func (p *Pauses) pointWith(pid int, lock locks.Locker) {
 	}
 	select {
 	case r := <-p.req:
-		pl, _ := lock.(locks.Pausable)
-		if pl != nil {
-			pl.Pause()
-		}
-		r.caught <- pid
-		<-r.resume
-		if pl != nil {
-			pl.Resume()
-		}
+		p.hold(pid, lock, r)
 	default:
 	}
 }

@@ -136,7 +136,7 @@ func TestPausesCatchAndResume(t *testing.T) {
 		}
 	}()
 	defer stop.Store(1)
-	pid, resume, err := p.Catch(context.Background())
+	pid, resume, err := p.Catch(context.Background(), nil)
 	if err != nil || pid != 3 {
 		t.Fatalf("caught p%d (%v), want p3", pid, err)
 	}
@@ -151,7 +151,31 @@ func TestPausesCatchAndResume(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := p.Catch(ctx); err == nil {
+	if _, _, err := p.Catch(ctx, nil); err == nil {
 		t.Error("Catch with a cancelled context must fail")
+	}
+}
+
+// A pause of the mutex workload catches the holder the nemesis picks among those working under a
+// lease, wherever it is in its work, and the paused time does not count as work done.
+func TestPausesCatchThePickedHolder(t *testing.T) {
+	p := NewPauses()
+	done := map[int]chan time.Time{2: make(chan time.Time, 1), 5: make(chan time.Time, 1)}
+	start := time.Now()
+	for pid, ch := range done {
+		go func() { p.sleepHolding(pid, nil, 200*time.Millisecond); ch <- time.Now() }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	pid, resume, err := p.Catch(context.Background(), func(n int) int { return n - 1 })
+	if err != nil || pid != 5 {
+		t.Fatalf("caught p%d (%v), want p5: the last of the holders in process order", pid, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	resume()
+	if d := (<-done[2]).Sub(start); d > 280*time.Millisecond {
+		t.Errorf("p2, not paused, worked %v, want about 200ms", d)
+	}
+	if d := (<-done[5]).Sub(start); d < 480*time.Millisecond {
+		t.Errorf("p5 finished %v after it began: its 300ms pause must not count as work", d)
 	}
 }
