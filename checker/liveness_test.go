@@ -160,3 +160,22 @@ func TestReentrantHolds(t *testing.T) {
 		t.Fatalf("%d violations: an overlap inside a nested hold must be found", r.ViolationCount)
 	}
 }
+
+// An unlock by a process that holds no such lease is counted: refused as not the owner's, or
+// accepted (the lock let a non-owner free it).
+func TestForeignUnlocksAreReported(t *testing.T) {
+	h := planned([]string{"k"}).
+		held(0, "k", 100).
+		add(history.Event{Time: 300, Type: history.Invoke, Process: 1, F: history.FRelease, Key: "k"}).
+		add(history.Event{Time: 302, Type: history.Fail, Process: 1, F: history.FRelease, Key: "k", Reason: history.ReasonNotOwner}).
+		add(history.Event{Time: 400, Type: history.Invoke, Process: 2, F: history.FRelease, Key: "k"}).
+		add(history.Event{Time: 402, Type: history.OK, Process: 2, F: history.FRelease, Key: "k"}).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if f := r.Stats.ForeignUnlocks; f.Refused != 1 || f.Accepted != 1 {
+		t.Fatalf("foreign unlocks %+v: want 1 refused and 1 accepted", f)
+	}
+	if !strings.Contains(r.Summary(), "1 refused as not the owner's, 1 accepted") {
+		t.Fatalf("the summary does not report them:\n%s", r.Summary())
+	}
+}
