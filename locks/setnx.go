@@ -21,18 +21,39 @@ const CrashAfterSetNX CrashPoint = "after-setnx"
 // ErrNoExtend is returned by Extend on locks that have no way to renew a lease.
 var ErrNoExtend = errors.New("this lock has no extend")
 
-// setnxDel is the naive lock people write first: SETNX, then EXPIRE as a second command, and a
-// release by plain DEL. Between the two commands the key has no expiry; a client that dies there
-// deadlocks the key. The release deletes whatever holds the key, the next holder's lease included.
-type setnxDel struct {
+// oneNode is a lock client of one Redis node: what the SETNX locks share.
+type oneNode struct {
 	node   Endpoint
 	client *redis.Client
 	opts   Options
 }
 
-func newSetnxDel(node Endpoint, o Options) *setnxDel {
-	return &setnxDel{node: node, client: newClient(node, o), opts: o}
+func newOneNode(node Endpoint, o Options) oneNode {
+	return oneNode{node: node, client: newClient(node, o), opts: o}
 }
+
+func (n *oneNode) Warm(ctx context.Context) error {
+	return warm(ctx, []*redis.Client{n.client}, n.opts.NodeTimeout)
+}
+
+func (n *oneNode) Close() error { return n.client.Close() }
+
+// noExtend is the Extend of locks that cannot renew a lease on request.
+type noExtend struct{}
+
+func (noExtend) Extend(context.Context, *Lease, time.Duration) (*Lease, error) {
+	return nil, ErrNoExtend
+}
+
+// setnxDel is the naive lock people write first: SETNX, then EXPIRE as a second command, and a
+// release by plain DEL. Between the two commands the key has no expiry; a client that dies there
+// deadlocks the key. The release deletes whatever holds the key, the next holder's lease included.
+type setnxDel struct {
+	oneNode
+	noExtend
+}
+
+func newSetnxDel(node Endpoint, o Options) *setnxDel { return &setnxDel{oneNode: newOneNode(node, o)} }
 
 func (s *setnxDel) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
@@ -82,29 +103,18 @@ func (s *setnxDel) Release(ctx context.Context, l *Lease) error {
 	return nil
 }
 
-func (s *setnxDel) Extend(context.Context, *Lease, time.Duration) (*Lease, error) {
-	return nil, ErrNoExtend
-}
-
-func (s *setnxDel) Warm(ctx context.Context) error {
-	return warm(ctx, []*redis.Client{s.client}, s.opts.NodeTimeout)
-}
-
-func (s *setnxDel) Close() error { return s.client.Close() }
-
 // setnxGetset is seed 002's lock, from the old SETNX documentation: the key holds the Unix time (by
 // the client's clock, in milliseconds) at which the lock expires. SETNX takes a free lock; a taken
 // one whose time has passed is taken over with GETSET, which wins only if the old value is still the
 // expired one read before. No Redis expiry is set: the lock trusts every client's clock, and a
 // client whose clock runs ahead sees a held lock as expired and takes it.
 type setnxGetset struct {
-	node   Endpoint
-	client *redis.Client
-	opts   Options
+	oneNode
+	noExtend
 }
 
 func newSetnxGetset(node Endpoint, o Options) *setnxGetset {
-	return &setnxGetset{node: node, client: newClient(node, o), opts: o}
+	return &setnxGetset{oneNode: newOneNode(node, o)}
 }
 
 // expiry is the value this client writes: its clock's now + timeout + 1, in Unix milliseconds.
@@ -184,13 +194,3 @@ func (s *setnxGetset) Release(ctx context.Context, l *Lease) error {
 	}
 	return nil
 }
-
-func (s *setnxGetset) Extend(context.Context, *Lease, time.Duration) (*Lease, error) {
-	return nil, ErrNoExtend
-}
-
-func (s *setnxGetset) Warm(ctx context.Context) error {
-	return warm(ctx, []*redis.Client{s.client}, s.opts.NodeTimeout)
-}
-
-func (s *setnxGetset) Close() error { return s.client.Close() }

@@ -27,6 +27,7 @@ import (
 // first failed renewal (an error, not only a missing field), where watchdog tries again at the next
 // tick after an error and stops only when the field is gone.
 type watchdog struct {
+	noExtend // the watchdog renews by itself; there is no renewal on request
 	// nodeName names the node the client talks to now (the master, behind Sentinel).
 	nodeName func() string
 	client   *redis.Client
@@ -254,11 +255,6 @@ func (w *watchdog) leave(key string, gone bool) {
 		close(r.stop)
 		delete(w.held, key)
 	}
-}
-
-// Extend is what the watchdog does by itself; a caller's extend renews the hash once.
-func (w *watchdog) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
-	return nil, ErrNoExtend
 }
 
 // Notify implements Notifier: every renewal the watchdog makes.
