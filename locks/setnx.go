@@ -38,6 +38,35 @@ func (n *oneNode) Warm(ctx context.Context) error {
 
 func (n *oneNode) Close() error { return n.client.Close() }
 
+// setNX is SETNX with no expiry, its failures classified: unsent is a definite failure, anything
+// else after the request may have been applied.
+func (n *oneNode) setNX(ctx context.Context, key string, value any) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
+	defer cancel()
+	ok, err := n.client.SetNX(rctx, key, value, 0).Result()
+	if unsent(err) {
+		return false, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, n.node.Node, err)
+	}
+	if err != nil {
+		return false, indeterminate(fmt.Errorf("SETNX on %s: %w", n.node.Node, err))
+	}
+	return ok, nil
+}
+
+// del is a plain DEL of key: whoever holds it. A key already gone is ErrLeaseLost.
+func (n *oneNode) del(ctx context.Context, key string) error {
+	rctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
+	defer cancel()
+	deleted, err := n.client.Del(rctx, key).Result()
+	if err != nil {
+		return classify(fmt.Errorf("DEL on %s: %w", n.node.Node, err))
+	}
+	if deleted == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
 // noExtend is the Extend of locks that cannot renew a lease on request.
 type noExtend struct{}
 
@@ -58,14 +87,9 @@ func newSetnxDel(node Endpoint, o Options) *setnxDel { return &setnxDel{oneNode:
 func (s *setnxDel) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
-	ok, err := s.client.SetNX(rctx, key, value, 0).Result()
-	cancel()
-	if unsent(err) {
-		return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, s.node.Node, err)
-	}
+	ok, err := s.setNX(ctx, key, value)
 	if err != nil {
-		return nil, indeterminate(fmt.Errorf("SETNX on %s: %w", s.node.Node, err))
+		return nil, err
 	}
 	if !ok {
 		return nil, ErrHeld
@@ -73,7 +97,7 @@ func (s *setnxDel) Acquire(ctx context.Context, key string, ttl time.Duration) (
 	if err := s.opts.crashAt(CrashAfterSetNX); err != nil {
 		return nil, err
 	}
-	rctx, cancel = context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
 	err = s.client.PExpire(rctx, key, ttl).Err()
 	cancel()
 	if err != nil {
@@ -90,18 +114,7 @@ func (s *setnxDel) Acquire(ctx context.Context, key string, ttl time.Duration) (
 }
 
 // Release deletes the key, whoever holds it.
-func (s *setnxDel) Release(ctx context.Context, l *Lease) error {
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
-	defer cancel()
-	n, err := s.client.Del(rctx, l.Key).Result()
-	if err != nil {
-		return classify(fmt.Errorf("DEL on %s: %w", s.node.Node, err))
-	}
-	if n == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}
+func (s *setnxDel) Release(ctx context.Context, l *Lease) error { return s.del(ctx, l.Key) }
 
 // setnxGetset is seed 002's lock, from the old SETNX documentation: the key holds the Unix time (by
 // the client's clock, in milliseconds) at which the lock expires. SETNX takes a free lock; a taken
@@ -125,14 +138,9 @@ func (s *setnxGetset) expiry(ttl time.Duration) int64 {
 func (s *setnxGetset) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	start := time.Now()
 	mine := s.expiry(ttl)
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
-	defer cancel()
-	ok, err := s.client.SetNX(rctx, key, mine, 0).Result()
-	if unsent(err) {
-		return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, s.node.Node, err)
-	}
+	ok, err := s.setNX(ctx, key, mine)
 	if err != nil {
-		return nil, indeterminate(fmt.Errorf("SETNX on %s: %w", s.node.Node, err))
+		return nil, err
 	}
 	if !ok {
 		if mine, err = s.takeOver(ctx, key, ttl); err != nil {
@@ -183,14 +191,5 @@ func (s *setnxGetset) Release(ctx context.Context, l *Lease) error {
 	if s.opts.now().UnixMilli() >= mine {
 		return ErrLeaseLost
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
-	defer cancel()
-	n, err := s.client.Del(rctx, l.Key).Result()
-	if err != nil {
-		return classify(fmt.Errorf("DEL on %s: %w", s.node.Node, err))
-	}
-	if n == 0 {
-		return ErrLeaseLost
-	}
-	return nil
+	return s.del(ctx, l.Key)
 }
