@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +22,7 @@ import (
 func newMatrixCmd() *cobra.Command {
 	var lockList string
 	var nemeses []string
-	var seeds int
+	var seeds, parallel int
 	var firstSeed uint64
 	var base harness.Config
 	var ttl, timeLimit, recovery, interval, nodeTimeout, holdMax, thinkMax, restartDelay time.Duration
@@ -45,6 +49,9 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			}
 			if len(nemeses) == 0 {
 				nemeses = []string{"none"}
+			}
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
 			if seeds < 1 {
 				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
@@ -85,44 +92,12 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			}}
 			cellSettings(card.Settings, cmd, base)
 			card.Cells = cells
-			crashed := false
 			j := newJUnit(*junit, "lockpick matrix")
-			for _, c := range cells {
-				for s := range seeds {
-					seed := firstSeed + uint64(s)
-					cfg := base
-					cfg.Lock, cfg.Nemesis, cfg.Seed = c.Lock, c.Nemesis, seed
-					cfg.Name = "matrix-" + c.Lock + "-" + nemesis.Slug(c.Nemesis)
-					fmt.Fprintf(w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, seed)
-					out, err := harness.Run(cmd.Context(), cfg, progressWriter())
-					if err != nil {
-						crashed = true
-						c.Runs = append(c.Runs, &results.CellRun{Seed: seed, Error: err.Error(), FirstViolation: -1})
-						fmt.Fprintf(w, "could not run: %v\n", err)
-					} else {
-						r := results.NewCellRun(seed, out.Dir, out.Result)
-						if runExitCode(out) == 2 {
-							r.Verdict = "unknown" // cut short: never valid
-						}
-						c.Runs = append(c.Runs, r)
-						fmt.Fprintf(w, "%s, %d violations\n", r.Verdict, r.Violations)
-						for _, warn := range out.Warnings {
-							fmt.Fprintln(w, "  warning:", warn)
-						}
-					}
-					// The card is rewritten after every run, so an interrupted matrix keeps what it did.
-					if err := results.WriteCard(dir, card); err != nil {
-						return err
-					}
-					j.setCells(cells)
-					if err := j.write(); err != nil {
-						return err
-					}
-					if cmd.Context().Err() != nil {
-						return fmt.Errorf("interrupted; partial report card in %s", dir)
-					}
-				}
+			m := &matrixRun{cmd: cmd, w: w, base: base, dir: dir, card: card, junit: j, parallel: parallel}
+			if err := m.runAll(cells, firstSeed, seeds); err != nil {
+				return err
 			}
+			crashed := m.crashed
 			fmt.Fprintf(w, "\n")
 			for _, c := range cells {
 				fmt.Fprintf(w, "%-8s %-40s %s\n", c.Lock, c.Nemesis, c.Tally())
@@ -138,6 +113,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.StringVar(&lockList, "locks", "single,redlock", fmt.Sprintf("locks to run, comma-separated: %v", locks.Names()))
 	f.StringArrayVar(&nemeses, "nemeses", nil, fmt.Sprintf("one cell's nemeses; repeat for more cells (default none): %v", nemesis.Names()))
 	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
+	f.IntVar(&parallel, "parallel", 1, "runs at once (each run mostly waits, and has its own nodes and ports)")
 	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
 	f.IntVar(&base.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
@@ -232,4 +208,107 @@ func cellExpectation(all []scenarios.Scenario, cfg harness.Config) string {
 		return ""
 	}
 	return expectedFor(all, cfg.Lock, cfg.Nemesis, cfg.Persistence)
+}
+
+// matrixRun runs a matrix's cells, `parallel` runs at a time. Runs mostly wait (on think times and
+// the network), and each has its own nodes and ports, so a few at once cost the verdicts nothing.
+type matrixRun struct {
+	cmd      *cobra.Command
+	w        io.Writer
+	base     harness.Config
+	dir      string
+	card     *results.Card
+	junit    *junitReport
+	parallel int
+
+	mu      sync.Mutex // the card, the cells' runs, the output
+	crashed bool
+}
+
+type matrixJob struct {
+	cell *results.Cell
+	seed uint64
+}
+
+func (m *matrixRun) runAll(cells []*results.Cell, firstSeed uint64, seeds int) error {
+	jobs := make(chan matrixJob)
+	errs := make(chan error, m.parallel)
+	var wg sync.WaitGroup
+	for range m.parallel {
+		wg.Go(func() {
+			for job := range jobs {
+				if err := m.run(job, cells); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, c := range cells {
+		for s := range seeds {
+			select {
+			case jobs <- matrixJob{c, firstSeed + uint64(s)}:
+			case err = <-errs:
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+// run runs one cell at one seed and records it on the card.
+func (m *matrixRun) run(job matrixJob, cells []*results.Cell) error {
+	c := job.cell
+	cfg := m.base
+	cfg.Lock, cfg.Nemesis, cfg.Seed = c.Lock, c.Nemesis, job.seed
+	cfg.Name = "matrix-" + c.Lock + "-" + nemesis.Slug(c.Nemesis)
+	var progress io.Writer
+	if m.parallel == 1 {
+		progress = progressWriter()
+		fmt.Fprintf(m.w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, job.seed)
+	}
+	out, err := harness.Run(m.cmd.Context(), cfg, progress)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.parallel > 1 {
+		fmt.Fprintf(m.w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, job.seed)
+	}
+	if err != nil {
+		m.crashed = true
+		c.Runs = append(c.Runs, &results.CellRun{Seed: job.seed, Error: err.Error(), FirstViolation: -1})
+		fmt.Fprintf(m.w, "could not run: %v\n", err)
+	} else {
+		r := results.NewCellRun(job.seed, out.Dir, out.Result)
+		if runExitCode(out) == 2 {
+			r.Verdict = "unknown" // cut short: never valid
+		}
+		c.Runs = append(c.Runs, r)
+		fmt.Fprintf(m.w, "%s, %d violations\n", r.Verdict, r.Violations)
+		for _, warn := range out.Warnings {
+			fmt.Fprintln(m.w, "  warning:", warn)
+		}
+	}
+	slices.SortFunc(c.Runs, func(a, b *results.CellRun) int { return cmp.Compare(a.Seed, b.Seed) })
+	// The card is rewritten after every run, so an interrupted matrix keeps what it did.
+	if err := results.WriteCard(m.dir, m.card); err != nil {
+		return err
+	}
+	m.junit.setCells(cells)
+	if err := m.junit.write(); err != nil {
+		return err
+	}
+	if m.cmd.Context().Err() != nil {
+		return fmt.Errorf("interrupted; partial report card in %s", m.dir)
+	}
+	return nil
 }
