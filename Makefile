@@ -71,10 +71,10 @@ demo: deps build
 # Scenario targets: each runs one cell of the expected-outcome table (scenarios/NAME.yaml) and fails
 # when the outcome differs from the file's expectation. Pass flags with ARGS, e.g. ARGS='--seed 7'.
 $(SCENARIOS): deps build
-	$(BIN) run scenarios/$@.yaml --store $(STORE) $(ARGS)
+	$(BIN) run scenarios/$@.yaml --stop-at-first --store $(STORE) $(ARGS)
 
 scenarios: deps build
-	$(BIN) scenario --store $(STORE) $(ARGS)
+	$(BIN) scenario --stop-at-first --store $(STORE) $(ARGS)
 
 # Every counter scenario in turn (fails at the first outcome that differs).
 counter-figures: deps build

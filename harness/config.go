@@ -86,6 +86,9 @@ type Config struct {
 	Careful bool `json:"careful,omitempty"`
 	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
 	Extend bool `json:"extend,omitempty"`
+	// StopAtFirst ends the fault phase at the first violation the live monitor sees (the recovery
+	// phase and the full check follow): a run expected to be invalid stops once it has shown it.
+	StopAtFirst bool `json:"stop_at_first,omitempty"`
 	// Reentrant: mutex holders of a reentrant lock enter it again inside their hold, and refused
 	// clients now and then unlock a key they do not hold.
 	Reentrant bool `json:"reentrant,omitempty"`

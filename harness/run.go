@@ -42,6 +42,9 @@ type Outcome struct {
 	// Stopped says how much of its plan a run cut short had run ("interrupted at 12.3s of 35s");
 	// empty when the whole plan ran.
 	Stopped string
+	// StoppedEarly says when a run with StopAtFirst ended its fault phase at its first violation;
+	// empty when it ran its whole fault phase.
+	StoppedEarly string
 	// Errors are problems of the run itself (a fault that could not be applied), beside the verdict.
 	Errors []string
 	// Warnings are signs the run measured the harness more than the lock (an overloaded machine).
@@ -203,6 +206,11 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, nemesis.WithRoles(rec, sys.sut)) })
 	}
 	wg.Go(func() { workErr = cfg.workload(sys).Run(workCtx, sys.workloadEnv(cfg, rec)) })
+	var earlyAt atomic.Int64
+	earlyAt.Store(-1)
+	if cfg.StopAtFirst {
+		wg.Go(func() { stopAtFirst(faultCtx, st, start, time.Duration(cfg.Recovery), &earlyAt, cancelFaults, cancelWork) })
+	}
 	stopProgress := st.show(progress, start, total, time.Duration(cfg.NodeTimeout))
 	wg.Wait()
 	stopProgress()
@@ -216,12 +224,19 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	if cut := time.Duration(cutAt.Load()); cut >= 0 && cut < total {
 		out.Stopped = fmt.Sprintf("interrupted at %v of %v", cut.Round(100*time.Millisecond), total)
 	}
+	if at := time.Duration(earlyAt.Load()); at >= 0 {
+		out.StoppedEarly = fmt.Sprintf("the fault phase ended at the first violation, %v into the run (of %v planned), then the faults healed and the recovery ran", at.Round(100*time.Millisecond), time.Duration(cfg.TimeLimit))
+	}
 	end := history.Event{Type: history.OK, Process: history.HarnessProcess, F: history.FRun}
 	switch {
 	case workErr != nil:
 		end.Type, end.Error = history.Info, "workload failed: "+workErr.Error()
 	case out.Stopped != "":
 		end.Type, end.Error = history.Info, out.Stopped
+	case out.StoppedEarly != "":
+		// The plan did not run whole: should the full check find no violation after all, the run
+		// lacks the evidence of its planned time and is unknown, never valid.
+		end.Type, end.Error = history.Info, out.StoppedEarly
 	}
 	stopRoles()
 	rec.Record(end)
@@ -277,6 +292,33 @@ func (c *Config) mutex() workloads.Mutex {
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
 		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant,
+	}
+}
+
+// stopAtFirst ends the fault phase once the live monitor (which counts exactly the overlaps the
+// checker counts) has seen a violation: the nemeses heal, the recovery phase runs, and the whole
+// history is checked as usual. at receives when it stopped.
+func stopAtFirst(faultCtx context.Context, st *status, start time.Time, recovery time.Duration, at *atomic.Int64, cancelFaults, cancelWork context.CancelFunc) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	seen := 0
+	for {
+		select {
+		case <-faultCtx.Done():
+			return
+		case <-tick.C:
+		}
+		// Two ticks in a row: a pair counted at the very instant of a hand-off can still be undone
+		// by a release stamped at that same instant.
+		if seen = seen + 1; st.monitor.Violations() == 0 {
+			seen = 0
+		}
+		if seen >= 2 {
+			at.Store(int64(time.Since(start)))
+			cancelFaults()
+			time.AfterFunc(recovery, cancelWork)
+			return
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
 )
@@ -180,4 +181,22 @@ func nodesUnder(root string) int {
 		n++
 	}
 	return n
+}
+
+// --stop-at-first ends the fault phase at the first violation the live monitor sees; the whole
+// history is still checked, and the run's completion says the plan did not run whole.
+func TestStopAtFirstEndsTheFaultPhase(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Lock, cfg.Clients, cfg.StopAtFirst = "mutant-single-release-del", 10, true
+	cfg.TimeLimit, cfg.Recovery = Duration(60*time.Second), Duration(time.Second)
+	out, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.StoppedEarly == "" || out.Result.Valid != checker.Invalid || out.Result.ViolationCount == 0 {
+		t.Fatalf("stopped early %q, verdict %s with %d violations: want an early stop and an invalid verdict", out.StoppedEarly, out.Result.Valid, out.Result.ViolationCount)
+	}
+	if out.Stopped != "" {
+		t.Fatalf("an early stop is not an interruption: %q", out.Stopped)
+	}
 }

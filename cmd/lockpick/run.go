@@ -98,6 +98,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload")
 	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity, 60% in [0, v/2], 30% in [0.8v, v), 10% in [v, 1.2v)); past the validity a holder overruns, and the checker reports it")
 	f.BoolVar(&cfg.Careful, "careful", false, "mutex holders check their remaining validity and never plan work past their deadline")
+	f.BoolVar(&cfg.StopAtFirst, "stop-at-first", false, "end the fault phase at the first violation (then heal, recover and check the whole history); with a scenario file, only when the file expects violations and nothing else")
 	f.BoolVar(&cfg.Reentrant, "reentrant", false, "mutex holders of a reentrant lock (watchdog, r2m) enter it again inside their hold; refused clients now and then unlock a key they do not hold, which the lock must refuse")
 	f.DurationVar(&watchdogTimeout, "watchdog-timeout", 0, "lease time of watchdog locks (watchdog, r2m), renewed every third of it (default: --ttl)")
 	f.BoolVar(&cfg.Extend, "extend", false, "mutex holders renew their leases (Extend) for work up to three validities long")
@@ -118,13 +119,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "seeds", "time-limit", "store", "junit":
+		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit and --store apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit and --stop-at-first apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -141,6 +142,7 @@ func runFile(cmd *cobra.Command, file string) error {
 		seed, _ := cmd.Flags().GetUint64("seed")
 		o.seed = &seed
 	}
+	o.stopAtFirst, _ = cmd.Flags().GetBool("stop-at-first")
 	if cmd.Flags().Changed("seeds") {
 		return runFileSeeds(cmd, s, o)
 	}
@@ -182,6 +184,9 @@ func printOutcome(w io.Writer, out *harness.Outcome) {
 	}
 	for _, e := range out.Warnings {
 		fmt.Fprintln(w, "warning:", e)
+	}
+	if out.StoppedEarly != "" {
+		fmt.Fprintf(w, "stopped early (--stop-at-first): %s\n", out.StoppedEarly)
 	}
 	switch {
 	case out.Stopped != "":

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
@@ -19,6 +21,23 @@ type scenarioOverrides struct {
 	timeLimit time.Duration
 	store     string
 	junit     *junitReport // nil without --junit
+	// stopAtFirst ends the fault phase at the first violation, for scenarios whose expectation a
+	// violation alone settles (invalid, with violations and no other finding asked for).
+	stopAtFirst bool
+}
+
+// settledByAViolation reports whether one violation settles e: an invalid verdict whose only
+// findings asked for are violations.
+func settledByAViolation(e scenarios.Expectation) bool {
+	if e.Verdict != checker.Invalid || slices.Contains(e.None, "violations") {
+		return false
+	}
+	for _, n := range e.Some {
+		if n != "violations" {
+			return false
+		}
+	}
+	return true
 }
 
 // runScenario runs one scenario and reports whether it showed what it expects.
@@ -34,6 +53,9 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 	}
 	if o.timeLimit > 0 {
 		cfg.TimeLimit = harness.Duration(o.timeLimit)
+	}
+	if o.stopAtFirst && settledByAViolation(s.Expect) {
+		cfg.StopAtFirst = true
 	}
 	seed := fmt.Sprintf("seed %d", cfg.Seed)
 	if s.RandomSeed && o.seed == nil {
@@ -62,7 +84,7 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 }
 
 func newScenarioCmd() *cobra.Command {
-	var list bool
+	var list, stopAtFirst bool
 	var seed uint64
 	var store string
 	var timeLimit time.Duration
@@ -97,7 +119,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				return nil
 			}
-			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario")}
+			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -130,6 +152,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for every scenario (default: each file's seed)")
 	cmd.Flags().StringVar(&store, "store", "store", "directory of the run store")
 	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
+	cmd.Flags().BoolVar(&stopAtFirst, "stop-at-first", false, "end a scenario's fault phase at its first violation when the scenario expects violations and nothing else")
 	junit = junitFlag(cmd, "scenario")
 	return cmd
 }
