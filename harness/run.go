@@ -209,7 +209,9 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	var earlyAt atomic.Int64
 	earlyAt.Store(-1)
 	if cfg.StopAtFirst {
-		wg.Go(func() { stopAtFirst(faultCtx, st, start, time.Duration(cfg.Recovery), &earlyAt, cancelFaults, cancelWork) })
+		wg.Go(func() {
+			stopAtFirst(faultCtx, st, start, time.Duration(cfg.Recovery), &earlyAt, cancelFaults, cancelWork)
+		})
 	}
 	stopProgress := st.show(progress, start, total, time.Duration(cfg.NodeTimeout))
 	wg.Wait()
