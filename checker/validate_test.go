@@ -63,7 +63,7 @@ func TestValidationNamesTheLine(t *testing.T) {
 		{"system invoke", []string{`{"index":0,"time":1,"type":"invoke","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "it is an info event"},
 		{"role change without roles", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"]}`}, 1, "every node whose role changed has its new role"},
 		{"role of another node", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n3":"primary"}}`}, 1, "gives node n3 a role but its nodes are"},
-		{"unknown role", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"leader"}}`}, 1, `node n2 has unknown role "leader"`},
+		{"unknown role", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"captain"}}`}, 1, `node n2 has unknown role "captain"`},
 		{"role change with a key", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","key":"k","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "names nodes, roles and a note only"},
 		{"client with roles", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","nodes":["n1"],"roles":{"n1":"primary"}}`}, 1, "process 0's event carries roles"},
 		{"nemesis with a note", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"note":"x"}`}, 1, "carries a note"},

@@ -102,6 +102,11 @@ type Config struct {
 	Store        string   `json:"store"`
 	BasePort     int      `json:"base_port,omitempty"`
 	RedisServer  string   `json:"redis_server,omitempty"`
+	// EtcdServer is the etcd program of the etcd system: "system" (etcd on PATH, the default),
+	// "current" (systems.EtcdCurrentVersion built from the Go module proxy and cached) or a path.
+	EtcdServer string `json:"etcd_server,omitempty"`
+	// Etcd is the etcd program that ran and its version, found when the run starts.
+	Etcd *systems.EtcdServer `json:"etcd,omitempty"`
 	// ClockShim is the LD_PRELOAD clock shim's path; empty finds or builds one when a nemesis
 	// moves clocks. Nodes run without the shim unless a nemesis needs it.
 	ClockShim string `json:"clock_shim,omitempty"`
@@ -259,12 +264,26 @@ func (c *Config) resolveSystem() error {
 	if c.System != needs.System {
 		return fmt.Errorf("--system %s: --lock %s runs on %s: drop --system", c.System, c.Lock, needs.System)
 	}
+	if c.EtcdServer != "" && c.System != "etcd" {
+		return fmt.Errorf("--etcd-server chooses the etcd of the etcd system, and --lock %s runs on %s: drop it", c.Lock, c.System)
+	}
 	switch c.System {
 	case "redis-masters":
 		if c.Replicas != 0 || c.Sentinels != 0 {
 			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on redis-masters: drop them (or use --nodes)", c.Lock)
 		}
 		return c.resolveNodes(needs.Nodes)
+	case "etcd":
+		if c.Replicas != 0 || c.Sentinels != 0 {
+			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on etcd: drop them (--nodes sets the members)", c.Lock)
+		}
+		if c.Nodes < 0 || c.Nodes > 9 {
+			return fmt.Errorf("--nodes %d: an etcd cluster here has 1 to 9 members", c.Nodes)
+		}
+		if c.Nodes == 0 {
+			c.Nodes = 3
+		}
+		return nil
 	case "redis-sentinel":
 		if c.Nodes != 0 {
 			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
@@ -291,7 +310,15 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
 		BasePort: c.BasePort, ClockShim: shim, Logger: log,
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
+		Etcd: systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
 	}
+}
+
+func (c *Config) etcdPath() string {
+	if c.Etcd == nil {
+		return ""
+	}
+	return c.Etcd.Path
 }
 
 // layout lists the nodes the run's system will have, with their first roles.

@@ -70,7 +70,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err := cfg.Resolve(); err != nil {
 		return nil, &StartError{err}
 	}
-	shim, err := findBinaries(ctx, cfg)
+	shim, err := findBinaries(ctx, &cfg)
 	if err != nil {
 		return nil, &StartError{err}
 	}
@@ -124,12 +124,22 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	return out, nil
 }
 
-// findBinaries checks that redis-server is there and finds the clock shim when a nemesis needs it.
-// Only runs that move clocks load the shim: other runs use the nodes unmodified, so nothing of it
-// (a system call per clock read) can colour their results.
-func findBinaries(ctx context.Context, cfg Config) (shim string, err error) {
-	if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
-		return "", err
+// findBinaries checks that the servers' programs are there (redis-server for Redis systems and the
+// counter's resource; etcd, recording its version, for the etcd system) and finds the clock shim when
+// a nemesis needs it. Only runs that move clocks load the shim: other runs use the nodes unmodified,
+// so nothing of it (a system call per clock read) can colour their results.
+func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
+	if cfg.System != "etcd" || cfg.Workload == "counter" {
+		if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+			return "", err
+		}
+	}
+	if cfg.System == "etcd" {
+		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
+		if err != nil {
+			return "", err
+		}
+		cfg.Etcd = &srv
 	}
 	if !cfg.NeedsClocks() {
 		return "", nil
@@ -434,13 +444,11 @@ func (s *system) close() {
 func (s *system) answering(ctx context.Context) []string {
 	var errs []string
 	for _, n := range s.sut.Nodes() {
-		rc := clusters.AdminClient(n.Addr)
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		if err := rc.Ping(pctx).Err(); err != nil {
+		if err := s.sut.Ping(pctx, n.Name); err != nil {
 			errs = append(errs, fmt.Sprintf("node %s not answering after the heal: %v", n.Name, err))
 		}
 		cancel()
-		rc.Close()
 	}
 	return errs
 }

@@ -41,6 +41,8 @@ func kinds() []Kind {
 		{Name: "r2m-sentinel", System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
 		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
+		{Name: "etcd", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
+		{Name: "etcd-unlock-retry", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }

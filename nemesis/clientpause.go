@@ -59,7 +59,9 @@ func (c *ClientPause) Name() string { return "client-pause" }
 func (c *ClientPause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	var plan []Op
 	t := jitter(rng, c.Interval)
-	for t < timeLimit {
+	// Every pause ends on schedule inside the fault phase: one cut short by the final heal would be
+	// shorter than the pause asked for, and could end before its lease did.
+	for t+c.Duration < timeLimit {
 		plan = append(plan,
 			Op{At: t, F: "pause", Effect: history.EffectFault},
 			Op{At: t + c.Duration, F: "resume", Effect: history.EffectHeal})

@@ -35,6 +35,9 @@ type Latency struct {
 	// Duration by mode.
 	Duration map[string]time.Duration
 	Interval time.Duration
+	// Peers slows the paths between the target nodes and the other nodes (etcd members' peer
+	// traffic) instead of the paths from the client groups.
+	Peers bool
 
 	resolve leaseResolver
 	toxics  toxicSet
@@ -44,7 +47,8 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 	n := &Latency{Env: env, toxics: toxicSet{links: env.Links}}
 	n.Modes = p.Choices("mode", []string{LatencySteady, LatencySpike}, LatencySteady, LatencySpike)
 	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
-		TargetPrimary, TargetReplicas, TargetSentinels)
+		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers)
+	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
 	n.Groups = env.Groups
 	if g := p.Choice("group", "", env.Groups...); g != "" {
 		n.Groups = []string{g}
@@ -102,6 +106,9 @@ func (n *Latency) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 }
 
 func (n *Latency) cuts(nodes []string) Cuts {
+	if n.Peers {
+		return peerCuts(nodes, n.Env.Nodes)
+	}
 	c := Cuts{}
 	for _, g := range n.Groups {
 		c[g] = slices.Clone(nodes)

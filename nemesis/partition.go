@@ -29,6 +29,35 @@ const (
 	PartHalves = "halves"
 )
 
+// Paths a partition or a slowdown takes.
+const (
+	// PathsClients: the paths from client groups to nodes.
+	PathsClients = "clients"
+	// PathsPeers: the paths between the target nodes and every other node, both ways (etcd
+	// members' peer traffic), so that the targets are cut off from their peers while the clients
+	// still reach every node.
+	PathsPeers = "peers"
+)
+
+// peerCuts are the cuts between nodes and the rest of all, both ways: the link from each of nodes to
+// each other node, and back.
+func peerCuts(nodes, all []string) Cuts {
+	c := Cuts{}
+	for _, a := range nodes {
+		for _, b := range all {
+			if slices.Contains(nodes, b) {
+				continue
+			}
+			c[a] = append(c[a], b)
+			c[b] = append(c[b], a)
+		}
+	}
+	for _, ns := range c {
+		slices.Sort(ns)
+	}
+	return c
+}
+
 // PartitionKinds lists the partition kinds.
 func PartitionKinds() []string {
 	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartBridge, PartHalves}
@@ -78,6 +107,9 @@ type Partition struct {
 	// (or Group) from the nodes holding that role when it starts, so "cut the clients from the
 	// primary" follows a failover. Kinds are then not drawn.
 	Target string
+	// Peers cuts the target nodes (Target, or one node drawn per fault) from the other nodes
+	// instead of cutting client groups: paths=peers.
+	Peers bool
 
 	env      Env
 	toxics   toxicSet
@@ -99,7 +131,8 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n.Group = p.Choice("group", "", env.Groups...)
 	n.Duration = p.Duration("duration", 2*env.TTL)
 	n.Interval = p.Duration("interval", env.Interval)
-	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas)
+	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas, TargetLeader, TargetFollowers)
+	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
 	if n.Target != "" {
 		if err := CheckTarget(env, n.Target); err != nil {
 			return nil, err
@@ -135,8 +168,12 @@ func (n *Partition) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 		})
 	}
 	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
-		kind := n.Kinds[rng.IntN(len(n.Kinds))]
-		cuts := n.draw(rng, kind)
+		var cuts Cuts
+		if n.Peers {
+			cuts = peerCuts(PickNodes(rng, n.Nodes, TargetOne), n.Nodes)
+		} else {
+			cuts = n.draw(rng, n.Kinds[rng.IntN(len(n.Kinds))])
+		}
 		if len(cuts) == 0 {
 			return nil, at
 		}
@@ -236,6 +273,10 @@ func (n *Partition) Resolve(_ context.Context, op Op) (Op, error) {
 	n.lastCuts = nil
 	if len(nodes) == 0 {
 		return op, nil
+	}
+	if n.Peers {
+		n.lastCuts = peerCuts(nodes, n.Nodes)
+		return opWithCuts(op.At, "cut", n.lastCuts, op.Effect), nil
 	}
 	cuts := Cuts{}
 	for _, g := range n.Groups {

@@ -42,6 +42,9 @@ type Restart struct {
 	Target string
 	// TargetWait bounds how long a lock-aware fault waits for its lease before it is skipped.
 	TargetWait time.Duration
+	// Wipe starts the nodes without their data (Backend.StartEmpty), whatever they persist: on etcd,
+	// whose members always keep their data, a member replaced after a lost disk.
+	Wipe bool
 
 	env      Env // the lease probe, keys and log for the lock-aware targets
 	rng      *rand.Rand
@@ -62,7 +65,7 @@ func (r *Restart) Name() string {
 // the last, so that a lease granted by the majority loses its keys before its holder lets go. The
 // next fault starts only after every node of the previous one is back.
 func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
-	if IsLockAware(r.Target) {
+	if IsResolved(r.Target) {
 		return r.planLockAware(rng, timeLimit)
 	}
 	share := r.MajorityShare
@@ -138,6 +141,10 @@ func (r *Restart) Resolve(ctx context.Context, op Op) (Op, error) {
 	}
 	// A skipped kill must leave its start nothing to bring back: no heal without a fault.
 	r.lastKill = nil
+	if IsRoleTarget(r.Target) {
+		op.Nodes = RoleNodes(r.env, r.Target)
+		return op, nil
+	}
 	nodes, err := r.freshLeaseNodes(ctx)
 	op.Nodes = nodes
 	return op, err
@@ -233,11 +240,25 @@ func (r *Restart) Apply(ctx context.Context, op Op) error {
 				case <-time.After(wait):
 				}
 			}
-			errs[i] = r.Cluster.Start(ctx, node)
+			errs[i] = r.start(ctx, node)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// start starts a node, without its data when Wipe says so.
+func (r *Restart) start(ctx context.Context, node string) error {
+	if !r.Wipe {
+		return r.Cluster.Start(ctx, node)
+	}
+	empty, ok := r.Cluster.(interface {
+		StartEmpty(ctx context.Context, node string) error
+	})
+	if !ok {
+		return fmt.Errorf("restart wipe=true: this backend cannot start a node without its data")
+	}
+	return empty.StartEmpty(ctx, node)
 }
 
 // Healing implements Nemesis: start every node that is down.

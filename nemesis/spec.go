@@ -365,9 +365,10 @@ func buildRestart(delayed bool) builder {
 			r.MajorityShare = -1
 		case "majority":
 			r.MajorityShare = 1
-		case TargetHolder, TargetHolderOne, TargetHolderMajority:
+		case TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers:
 			r.Target = target
 		}
+		r.Wipe = p.Choice("wipe", "false", "true", "false") == "true"
 		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
 		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
 			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
@@ -381,6 +382,11 @@ func buildRestart(delayed bool) builder {
 		if r.Interval <= 0 {
 			return nil, fmt.Errorf("interval must be positive")
 		}
+		if IsRoleTarget(r.Target) {
+			if err := CheckTarget(env, r.Target); err != nil {
+				return nil, err
+			}
+		}
 		return r, nil
 	}
 }
@@ -388,5 +394,5 @@ func buildRestart(delayed bool) builder {
 // RestartTargets lists the restart nemesis's target values: mixed (one node or a majority, drawn per
 // fault), one, majority, and the lock-aware holder kinds.
 func RestartTargets() []string {
-	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority}
+	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers}
 }

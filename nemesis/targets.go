@@ -35,12 +35,16 @@ const (
 	TargetReplicas = "replicas"
 	// TargetSentinels: every sentinel.
 	TargetSentinels = "sentinels"
+	// TargetLeader: the member an etcd cluster names leader now.
+	TargetLeader = "leader"
+	// TargetFollowers: every etcd member but the leader now.
+	TargetFollowers = "followers"
 )
 
 // TargetKinds lists the target kinds, for parameter checks.
 func TargetKinds() []string {
 	return []string{TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderOne, TargetHolderMajority,
-		TargetPrimary, TargetReplicas, TargetSentinels}
+		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers}
 }
 
 // IsLockAware reports whether a target kind is resolved from the current lease.
@@ -57,6 +61,10 @@ func roleOf(kind string) systems.Role {
 		return systems.RoleReplica
 	case TargetSentinels:
 		return systems.RoleSentinel
+	case TargetLeader:
+		return systems.RoleLeader
+	case TargetFollowers:
+		return systems.RoleFollower
 	}
 	return ""
 }
@@ -77,6 +85,10 @@ func CheckTarget(env Env, kind string) error {
 			return fmt.Errorf("target=%s needs a system that reports roles", kind)
 		}
 		roles := env.Roles.Roles()
+		// An etcd cluster names its leader only once it runs; before, every member is a follower.
+		if kind == TargetLeader && len(systems.WithRole(roles, systems.RoleFollower)) > 0 {
+			return nil
+		}
 		if len(systems.WithRole(roles, roleOf(kind))) == 0 {
 			have := map[systems.Role]bool{}
 			for _, r := range roles {

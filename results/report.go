@@ -163,6 +163,9 @@ func metaRows(m runMeta, res *checker.Result) []kv {
 	if m.Nodes > 0 {
 		rows = append(rows, kv{Key: "nodes", Value: fmt.Sprint(m.Nodes)})
 	}
+	if m.Etcd != nil {
+		rows = append(rows, kv{Key: "etcd", Value: m.Etcd.Version + " (" + m.Etcd.Path + ")"})
+	}
 	return append(rows, kv{Key: "started", Value: m.Started})
 }
 

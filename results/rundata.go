@@ -34,6 +34,11 @@ type runMeta struct {
 	Seed      uint64       `json:"seed"`
 	Revision  string       `json:"revision"`
 	Command   []string     `json:"command"`
+	// Etcd is the etcd server of the etcd system: its program and version.
+	Etcd *struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+	} `json:"etcd"`
 	// Started is the run directory's timestamp.
 	Started string `json:"-"`
 }

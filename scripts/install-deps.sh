@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what lockpick and its CI need and does not find: redis-server, a C compiler and the libc
+# Installs what lockpick and its CI need and does not find: redis-server, etcd, a C compiler and the libc
 # headers (the clock shim), make; and, when it may install, git and CA certificates. Go itself must
 # be on PATH. As root on Debian it installs with apt-get, without questions (CI runs it with no
 # stdin); otherwise it prints the line that installs what is required.
@@ -8,6 +8,8 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
+# The etcd system's members (Debian's etcd 3.4); a current etcd builds from the Go module proxy.
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v go >/dev/null 2>&1 || { echo "lockpick needs Go 1.26 or newer on PATH (https://go.dev/doc/install; /usr/local/go/bin?)" >&2; exit 1; }
 # Wanted but not required: git (the revision in each run's config, and make newcomer's clone, which
 # falls back to a copy) and CA certificates (the Go module proxy, unless the modules are cached).
@@ -32,5 +34,8 @@ echo "installing ${need[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq </dev/null
 apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
-# Debian starts a system redis on 6379; lockpick runs its own nodes and needs none.
-if command -v service >/dev/null 2>&1; then service redis-server stop >/dev/null 2>&1 || true; fi
+# Debian starts a system redis on 6379 and an etcd on 2379; lockpick runs its own nodes and needs none.
+if command -v service >/dev/null 2>&1; then
+	service redis-server stop >/dev/null 2>&1 || true
+	service etcd stop >/dev/null 2>&1 || true
+fi

@@ -30,6 +30,14 @@ type process struct {
 	data []string
 	// reserved holds the node's port until its first start.
 	reserved net.Listener
+	// env is added to the node's environment.
+	env []string
+	// ready answers nil once the node serves; nil means a redis PING on addr.
+	ready func(ctx context.Context) error
+	// wipedArgs, when set, replace args on a start without data after the first start (an etcd
+	// member that lost its data joins its cluster as an existing one).
+	wipedArgs []string
+	started   bool
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -110,10 +118,16 @@ func (b *local) start(ctx context.Context, name string, wipe bool) error {
 		p.reserved.Close()
 		p.reserved = nil
 	}
-	cmd := exec.Command(b.binary, p.args...)
+	args := p.args
+	if wipe && p.started && p.wipedArgs != nil {
+		args = p.wipedArgs
+	}
+	p.started = true
+	cmd := exec.Command(b.binary, args...)
 	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), p.env...)
 	if b.shim != "" {
-		cmd.Env = append(os.Environ(), "LD_PRELOAD="+b.shim, clusters.ClockFileEnv+"="+clockFile(p.dir))
+		cmd.Env = append(cmd.Env, "LD_PRELOAD="+b.shim, clusters.ClockFileEnv+"="+clockFile(p.dir))
 	}
 	// Own process group: a terminal's Ctrl-C reaches the harness, which heals and stops the nodes
 	// itself. Pdeathsig: the kernel kills the node if the harness dies without cleaning up.
@@ -148,8 +162,12 @@ func (b *local) start(ctx context.Context, name string, wipe bool) error {
 
 func (b *local) waitReady(ctx context.Context, p *process, exited <-chan struct{}) error {
 	deadline := time.Now().Add(10 * time.Second)
+	ready := p.ready
+	if ready == nil {
+		ready = func(ctx context.Context) error { return clusters.PingOnce(ctx, p.addr) }
+	}
 	for {
-		err := clusters.PingOnce(ctx, p.addr)
+		err := ready(ctx)
 		if err == nil {
 			return nil
 		}
@@ -161,7 +179,7 @@ func (b *local) waitReady(ctx context.Context, p *process, exited <-chan struct{
 		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s did not answer PING within 10s: %w", p.name, err)
+			return fmt.Errorf("node %s did not answer within 10s: %w", p.name, err)
 		}
 	}
 }
@@ -169,7 +187,7 @@ func (b *local) waitReady(ctx context.Context, p *process, exited <-chan struct{
 // lastLines is the end of what a node wrote before it died, from its log and its output.
 func lastLines(dir string) string {
 	var parts []string
-	for _, f := range []string{"redis.log", "stdout.log"} {
+	for _, f := range []string{"redis.log", "stdout.log", "etcd.log"} {
 		b, _ := os.ReadFile(filepath.Join(dir, f))
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		if len(lines) > 3 {

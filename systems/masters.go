@@ -88,6 +88,15 @@ func (m *masters) HoldWrites(ctx context.Context, node string, max time.Duration
 	return holdWrites(ctx, n.Addr(), max, f)
 }
 
+// Ping implements System.
+func (m *masters) Ping(ctx context.Context, node string) error {
+	n, err := m.cluster.Node(node)
+	if err != nil {
+		return err
+	}
+	return clusters.PingOnce(ctx, n.Addr())
+}
+
 // Close implements System.
 func (m *masters) Close() error {
 	m.links.Close()

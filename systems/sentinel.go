@@ -399,6 +399,16 @@ func (s *sentinelSys) HoldWrites(ctx context.Context, node string, max time.Dura
 	return fmt.Errorf("node %s stores no data: no writes to hold", node)
 }
 
+// Ping implements System.
+func (s *sentinelSys) Ping(ctx context.Context, node string) error {
+	for _, n := range s.nodes {
+		if n.Name == node {
+			return clusters.PingOnce(ctx, n.Addr)
+		}
+	}
+	return fmt.Errorf("no node %q", node)
+}
+
 // Known returns the address the servers know node by (the router's), for tests and reports.
 func (s *sentinelSys) Known(node string) string { return s.known[node] }
 

@@ -98,6 +98,8 @@ type System interface {
 	// HoldWrites holds back client writes on node while f runs (at most max), so that what f sees
 	// of the node's keys stays true until it returns.
 	HoldWrites(ctx context.Context, node string, max time.Duration, f func(ctx context.Context) error) error
+	// Ping asks node, over its own address, whether it serves.
+	Ping(ctx context.Context, node string) error
 	// Close stops every node and link. It is safe to call more than once.
 	Close() error
 }
@@ -157,10 +159,12 @@ type Config struct {
 	Nodes int
 	// Sentinel is the layout and timing of redis-sentinel.
 	Sentinel SentinelConfig
+	// Etcd is the size and server program of etcd.
+	Etcd EtcdConfig
 }
 
 // Names lists the systems Start knows.
-func Names() []string { return []string{"redis-masters", "redis-sentinel"} }
+func Names() []string { return []string{"redis-masters", "redis-sentinel", "etcd"} }
 
 // Validate checks a system name.
 func Validate(name string) error {
@@ -189,6 +193,12 @@ func Layout(name string, cfg Config) ([]Node, error) {
 			return nil, err
 		}
 		return sc.layout(), nil
+	case "etcd":
+		ec, err := cfg.Etcd.resolve()
+		if err != nil {
+			return nil, err
+		}
+		return ec.layout(), nil
 	}
 	return nil, Validate(name)
 }
@@ -203,6 +213,8 @@ func Start(ctx context.Context, name string, cfg Config) (System, error) {
 		return startMasters(ctx, cfg)
 	case "redis-sentinel":
 		return startSentinel(ctx, cfg)
+	case "etcd":
+		return startEtcd(ctx, cfg)
 	}
 	return nil, Validate(name)
 }

@@ -53,7 +53,7 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"run", "../../scenarios/single-none.yaml", "--lock", "redlock", "--store", store},
 		{"run", "--nemesis", "restart:speed=9", "--store", store},
 		{"scenario", "nope"},
-		{"matrix", "--locks", "single,etcd", "--store", store},
+		{"matrix", "--locks", "single,zookeeper", "--store", store},
 		{"matrix", "--nemeses", "clock:target=nowhere", "--store", store},
 	}
 	for _, args := range cases {

@@ -109,23 +109,27 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
+
+// etcdServerUsage describes --etcd-server.
+const etcdServerUsage = `etcd program of the etcd system: "system" (etcd on PATH, Debian's etcd-server), "current" (etcd ` + systems.EtcdCurrentVersion + ` built from the Go module proxy once and cached), or a path`
 
 // runFile runs a scenario file; only flags that do not change what it tests may be given with it.
 func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first":
+		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit and --stop-at-first apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first and --etcd-server apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -133,6 +137,7 @@ func runFile(cmd *cobra.Command, file string) error {
 	}
 	o := scenarioOverrides{}
 	o.store, _ = cmd.Flags().GetString("store")
+	o.etcdServer, _ = cmd.Flags().GetString("etcd-server")
 	junitPath, _ := cmd.Flags().GetString("junit")
 	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
@@ -24,6 +25,8 @@ type scenarioOverrides struct {
 	// stopAtFirst ends the fault phase at the first violation, for scenarios whose expectation a
 	// violation alone settles (invalid, with violations and no other finding asked for).
 	stopAtFirst bool
+	// etcdServer is the etcd program of scenarios on the etcd system (--etcd-server).
+	etcdServer string
 }
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
@@ -53,6 +56,10 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 	}
 	if o.timeLimit > 0 {
 		cfg.TimeLimit = harness.Duration(o.timeLimit)
+	}
+	// --etcd-server applies to the scenarios on the etcd system; the others have no etcd to choose.
+	if needs, err := locks.NeedsOf(cfg.Lock); err == nil && needs.System == "etcd" && o.etcdServer != "" {
+		cfg.EtcdServer = o.etcdServer
 	}
 	if o.stopAtFirst && settledByAViolation(s.Expect) {
 		cfg.StopAtFirst = true
@@ -88,6 +95,7 @@ func newScenarioCmd() *cobra.Command {
 	var seed uint64
 	var store string
 	var timeLimit time.Duration
+	var etcdServer string
 	var junit *string
 	cmd := &cobra.Command{
 		Use:   "scenario [NAME|FILE.yaml...]",
@@ -119,7 +127,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				return nil
 			}
-			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst}
+			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -152,6 +160,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for every scenario (default: each file's seed)")
 	cmd.Flags().StringVar(&store, "store", "store", "directory of the run store")
 	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
+	cmd.Flags().StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
 	cmd.Flags().BoolVar(&stopAtFirst, "stop-at-first", false, "end a scenario's fault phase at its first violation when the scenario expects violations and nothing else")
 	junit = junitFlag(cmd, "scenario")
 	return cmd

@@ -1,0 +1,437 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lockpick-dev/lockpick/links"
+)
+
+// Roles of an etcd cluster.
+const (
+	// RoleLeader is the raft leader of an etcd cluster.
+	RoleLeader Role = "leader"
+	// RoleFollower is every other etcd member.
+	RoleFollower Role = "follower"
+)
+
+// EtcdConfig is the size and the server program of the etcd system.
+type EtcdConfig struct {
+	// Members is the number of members; zero means 3.
+	Members int
+	// Server is the etcd program (see FindEtcd).
+	Server string
+}
+
+func (c EtcdConfig) resolve() (EtcdConfig, error) {
+	if c.Members == 0 {
+		c.Members = 3
+	}
+	if c.Members < 1 {
+		return c, fmt.Errorf("system etcd needs at least one member, got %d", c.Members)
+	}
+	return c, nil
+}
+
+func (c EtcdConfig) layout() []Node {
+	nodes := make([]Node, c.Members)
+	for i := range nodes {
+		// Every member starts as a follower; the first role report names the leader.
+		nodes[i] = Node{Name: fmt.Sprintf("e%d", i+1), Role: RoleFollower, Data: true}
+	}
+	return nodes
+}
+
+// peerHost is the address members know each other's peer ports by: 192.0.2.1 (TEST-NET-1, RFC 5737)
+// is never routed, and is not a loopback address, so Go's HTTP client in each member sends every peer
+// request through the member's HTTP_PROXY, which is the member's links.Forwarder, and a request that
+// did not would fail rather than go around the links. The port tells the forwarder which member is
+// called. (A host name would need resolving, which etcd does when a member joins.)
+const peerHost = "192.0.2.1"
+
+// etcdSys is the etcd system: members as local child processes, each with its own data directory.
+// Clients reach each member's client port through a link per client group. Every peer request of a
+// member leaves through the member's Forwarder, which sends it on through the link from that member
+// to the callee, so a partition can cut any pair of members, either way.
+type etcdSys struct {
+	cfg     EtcdConfig
+	backend *local
+	links   *links.Set
+	fwd     []*links.Forwarder
+	roles   *etcdRoles
+
+	nodes  []Node
+	peer   map[string]string // member -> its own peer address
+	admins map[string]*clientv3.Client
+}
+
+func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
+	ec, err := cfg.Etcd.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if ec.Server == "" {
+		return nil, errors.New("system etcd: no etcd program given (see --etcd-server)")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("system etcd: %w", err)
+	}
+	s := &etcdSys{
+		cfg: ec, backend: newLocal(ec.Server, "", "", cfg.Logger), links: links.New(),
+		nodes: ec.layout(), peer: map[string]string{}, admins: map[string]*clientv3.Client{},
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	reserved, err := reservePorts(2 * len(s.nodes))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, l := range reserved {
+			l.Close() // etcd binds its ports itself; a second close is harmless
+		}
+	}()
+	known := map[string]string{} // the host:port a member's peers call it by -> member
+	var initial []string
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		n.Addr = reserved[2*i].Addr().String()
+		s.peer[n.Name] = reserved[2*i+1].Addr().String()
+		_, port, _ := net.SplitHostPort(s.peer[n.Name])
+		known[net.JoinHostPort(peerHost, port)] = n.Name
+		initial = append(initial, n.Name+"=http://"+net.JoinHostPort(peerHost, port))
+	}
+	if err := s.addLinks(cfg.Groups); err != nil {
+		return nil, err
+	}
+	for _, n := range s.nodes {
+		f, err := links.NewForwarder(s.links, n.Name, s.peer[n.Name], known, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.fwd = append(s.fwd, f)
+		if err := s.declare(dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range reserved {
+		l.Close()
+	}
+	// Members are started one by one: a member waits for its peers before it serves, so the readiness
+	// each start waits for is the member's answer on its client port, and the cluster's health is
+	// waited for once every member runs.
+	for _, n := range s.nodes {
+		if err := s.backend.Start(ctx, n.Name); err != nil {
+			return nil, err
+		}
+		c, err := adminClient(n.Addr)
+		if err != nil {
+			return nil, err
+		}
+		s.admins[n.Name] = c
+	}
+	s.roles = newEtcdRoles(s, cfg.Logger)
+	if err := s.waitHealthy(ctx, 20*time.Second); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// addLinks puts a link on every path: each client group to each member's client port, and each
+// member to each other member's peer port.
+func (s *etcdSys) addLinks(groups []string) error {
+	for _, to := range s.nodes {
+		for _, g := range groups {
+			if _, err := s.links.Add(g, to.Name, to.Addr); err != nil {
+				return err
+			}
+		}
+		for _, from := range s.nodes {
+			if from.Name != to.Name {
+				if _, err := s.links.Add(from.Name, to.Name, s.peer[to.Name]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// declare declares a member's process to the backend: its command line, its data directory (which
+// a start without data removes) and its peer proxy.
+func (s *etcdSys) declare(dir string, n Node, initial, proxy string) error {
+	nd := filepath.Join(dir, n.Name)
+	_, peerPort, _ := net.SplitHostPort(s.peer[n.Name])
+	data := filepath.Join(nd, "data")
+	args := []string{
+		"--name", n.Name,
+		"--data-dir", data,
+		"--listen-client-urls", "http://" + n.Addr,
+		"--advertise-client-urls", "http://" + n.Addr,
+		"--listen-peer-urls", "http://" + s.peer[n.Name],
+		"--initial-advertise-peer-urls", "http://" + net.JoinHostPort(peerHost, peerPort),
+		"--initial-cluster", initial,
+		// A member that starts again with its data rejoins by its WAL; one that starts again
+		// without (wipedArgs) joins as a member of an existing cluster, with its old id and an
+		// empty log, as an operator who lost a disk and started the member again would see.
+		"--initial-cluster-state", "new",
+		"--initial-cluster-token", "lockpick",
+		"--logger", "zap",
+		"--log-outputs", filepath.Join(nd, "etcd.log"),
+	}
+	// NO_PROXY empty: nothing is exempt; the client port's own gateway dials a loopback address,
+	// which Go never proxies.
+	env := []string{"HTTP_PROXY=http://" + proxy, "http_proxy=http://" + proxy, "NO_PROXY=", "no_proxy=",
+		"HTTPS_PROXY=", "https_proxy="}
+	wiped := slices.Clone(args)
+	wiped[slices.Index(wiped, "new")] = "existing"
+	if err := os.MkdirAll(nd, 0o755); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	name := n.Name
+	ready := func(ctx context.Context) error { return s.serves(ctx, name) }
+	return s.backend.add(&process{name: n.Name, dir: nd, args: args, wipedArgs: wiped, addr: n.Addr, data: []string{data}, env: env, ready: ready})
+}
+
+// serves reports whether a member serves. A member answers its clients only once its cluster has a
+// leader, which needs a majority of the members running: while fewer run, a member that listens is as
+// ready as it can be (its start is waited for by the system, or by the start of the others).
+func (s *etcdSys) serves(ctx context.Context, name string) error {
+	addr := s.nodeAddr(name)
+	d := net.Dialer{Timeout: 300 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	running := 0
+	for _, n := range s.nodes {
+		if s.backend.Running(n.Name) {
+			running++
+		}
+	}
+	if running <= len(s.nodes)/2 {
+		return nil
+	}
+	return etcdAnswers(ctx, addr)
+}
+
+// etcdAnswers asks a member's client port for its version, on a fresh connection.
+func etcdAnswers(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/version", nil)
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /version: %s", resp.Status)
+	}
+	return nil
+}
+
+// adminClient is the harness's own client of one member, over the member's own address.
+func adminClient(addr string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd admin client of %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// waitHealthy waits until every member answers a status with the same leader.
+func (s *etcdSys) waitHealthy(ctx context.Context, wait time.Duration) error {
+	var last string
+	return poll(ctx, wait, func(ctx context.Context) (bool, error) {
+		var leader uint64
+		for _, n := range s.nodes {
+			st, err := s.status(ctx, n.Name)
+			if err != nil {
+				last = fmt.Sprintf("member %s: %v", n.Name, err)
+				return false, nil
+			}
+			if st.Leader == 0 || (leader != 0 && st.Leader != leader) {
+				last = fmt.Sprintf("member %s sees leader %x", n.Name, st.Leader)
+				return false, nil
+			}
+			leader = st.Leader
+		}
+		return true, nil
+	}, func() string { return "the etcd cluster did not agree on a leader: " + last })
+}
+
+func (s *etcdSys) status(ctx context.Context, name string) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	return s.admins[name].Status(ctx, s.nodeAddr(name))
+}
+
+// knownPeer is the host:port the members know name's peer port by.
+func (s *etcdSys) knownPeer(name string) string {
+	_, port, _ := net.SplitHostPort(s.peer[name])
+	return net.JoinHostPort(peerHost, port)
+}
+
+func (s *etcdSys) nodeAddr(name string) string {
+	for _, n := range s.nodes {
+		if n.Name == name {
+			return n.Addr
+		}
+	}
+	return ""
+}
+
+// Name implements System.
+func (s *etcdSys) Name() string { return "etcd" }
+
+// Nodes implements System.
+func (s *etcdSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
+
+// Roles implements System.
+func (s *etcdSys) Roles() map[string]Role { return s.roles.current() }
+
+// Endpoints implements System.
+func (s *etcdSys) Endpoints(group string) ([]Endpoint, error) {
+	eps := make([]Endpoint, len(s.nodes))
+	for i, n := range s.nodes {
+		l, err := s.links.Get(group, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: n.Addr}
+	}
+	return eps, nil
+}
+
+// Links implements System.
+func (s *etcdSys) Links() *links.Set { return s.links }
+
+// Backend implements System.
+func (s *etcdSys) Backend() Backend { return etcdBackend{s.backend, s} }
+
+// Watch implements System.
+func (s *etcdSys) Watch(f func(Event)) { s.roles.subscribe(f) }
+
+// HoldWrites implements System: etcd has no way to hold writes back on one member.
+func (s *etcdSys) HoldWrites(context.Context, string, time.Duration, func(context.Context) error) error {
+	return errors.New("etcd members cannot hold writes back")
+}
+
+// Ping implements System: the member answers a status request.
+func (s *etcdSys) Ping(ctx context.Context, node string) error {
+	c, ok := s.admins[node]
+	if !ok {
+		return fmt.Errorf("no member %q", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.Status(ctx, s.nodeAddr(node))
+	return err
+}
+
+// Close implements System.
+func (s *etcdSys) Close() error {
+	if s.roles != nil {
+		s.roles.close()
+	}
+	for _, c := range s.admins {
+		c.Close()
+	}
+	for _, f := range s.fwd {
+		f.Close()
+	}
+	s.links.Close()
+	return s.backend.Close()
+}
+
+// etcdBackend is the local backend of etcd members: Go programs read the time without libc, so the
+// clock shim cannot move their clocks.
+type etcdBackend struct {
+	*local
+	sys *etcdSys
+}
+
+// StartEmpty implements Backend as an operator replaces a member whose disk was lost: etcd refuses a
+// member that kept its id and lost its log (it panics: "Was the raft log corrupted, truncated, or
+// lost?"), so the member is removed from the cluster, added again under a new id, and started
+// without data to join the existing cluster and catch up from the leader. It needs a live majority.
+func (b etcdBackend) StartEmpty(ctx context.Context, node string) error {
+	if b.Running(node) {
+		return fmt.Errorf("node %s is already running", node)
+	}
+	peerURL := "http://" + b.sys.knownPeer(node)
+	// etcd adds a member only when its active members have been connected for a while (5 s): a
+	// member restarted just before makes it answer "unhealthy cluster" until then.
+	var lastErr error
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, other := range b.sys.nodes {
+			if other.Name == node || !b.Running(other.Name) {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			lastErr = replaceMember(cctx, b.sys.admins[other.Name], peerURL)
+			cancel()
+			if lastErr == nil {
+				return b.local.StartEmpty(ctx, node)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("replace etcd member %s (a start without data): %w", node, lastErr)
+}
+
+// replaceMember removes the member with peerURL and adds a new one with the same peer URL.
+func replaceMember(ctx context.Context, c *clientv3.Client, peerURL string) error {
+	ms, err := c.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms.Members {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			if _, err := c.MemberRemove(ctx, m.ID); err != nil {
+				return fmt.Errorf("member remove: %w", err)
+			}
+		}
+	}
+	if _, err := c.MemberAdd(ctx, []string{peerURL}); err != nil {
+		return fmt.Errorf("member add: %w", err)
+	}
+	return nil
+}
+
+// ClockShim implements Backend.
+func (etcdBackend) ClockShim() bool { return false }
+
+// SetClockOffset implements Backend.
+func (etcdBackend) SetClockOffset(node string, _ time.Duration) error {
+	return fmt.Errorf("node %s is an etcd member, a Go program that reads the time without libc: the clock shim cannot move its clock", node)
+}
+
+// ClockOffset implements Backend.
+func (etcdBackend) ClockOffset(string) (time.Duration, error) { return 0, nil }
