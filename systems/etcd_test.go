@@ -24,6 +24,11 @@ func startEtcdSys(t *testing.T) *etcdSys {
 	if err != nil {
 		t.Skipf("etcd tests skipped: %v", err)
 	}
+	return startEtcdWith(t, srv)
+}
+
+func startEtcdWith(t *testing.T, srv EtcdServer) *etcdSys {
+	t.Helper()
 	sys, err := Start(context.Background(), "etcd", Config{Dir: t.TempDir(), Groups: []string{"c1"}, Etcd: EtcdConfig{Server: srv.Path},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

@@ -117,7 +117,9 @@ func buildCurrentEtcd(ctx context.Context, log *slog.Logger) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return "", err
 	}
-	part := dest + ".part"
+	// A part file of this process's own: two runs building at once each rename a whole program.
+	part := fmt.Sprintf("%s.part%d", dest, os.Getpid())
+	defer os.Remove(part)
 	for _, args := range [][]string{
 		{"get", "go.etcd.io/etcd/server/v3@" + EtcdCurrentVersion},
 		{"build", "-o", part, "go.etcd.io/etcd/server/v3"},
