@@ -278,10 +278,13 @@ func (c *Config) resolveSystem() error {
 			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on etcd: drop them (--nodes sets the members)", c.Lock)
 		}
 		if c.Nodes < 0 || c.Nodes > 9 {
-			return fmt.Errorf("--nodes %d: an etcd cluster here has 1 to 9 members", c.Nodes)
+			return fmt.Errorf("--nodes %d: an etcd cluster here has 1 to 9 members: use --nodes 3 (the default) or 5", c.Nodes)
 		}
 		if c.Nodes == 0 {
 			c.Nodes = 3
+		}
+		if c.NeedsClocks() {
+			return fmt.Errorf("--nemesis clock moves a node's clock with an LD_PRELOAD shim on libc, and etcd members are Go programs that read the time without libc: drop clock (the other nemeses, client-pause included, apply to etcd)")
 		}
 		return nil
 	case "redis-sentinel":

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/systems"
@@ -94,7 +95,19 @@ func CheckTarget(env Env, kind string) error {
 			for _, r := range roles {
 				have[r] = true
 			}
-			return fmt.Errorf("target=%s: the system has no node with role %s (its roles: %v)", kind, roleOf(kind), slices.Sorted(maps.Keys(have)))
+			if have[systems.RoleFollower] {
+				have[systems.RoleLeader] = true // elected once the cluster runs
+			}
+			var targets []string
+			for _, k := range []string{TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers} {
+				if have[roleOf(k)] {
+					targets = append(targets, "target="+k)
+				}
+			}
+			if len(targets) == 0 {
+				targets = []string{"a count target (one, majority, ...) or a lease target (holder, ...)"}
+			}
+			return fmt.Errorf("target=%s: the system has no node with role %s (its roles: %v): use %s", kind, roleOf(kind), slices.Sorted(maps.Keys(have)), strings.Join(targets, " or "))
 		}
 	}
 	return nil

@@ -187,8 +187,8 @@ func (s *etcdSys) declare(dir string, n Node, initial, proxy string) error {
 		"--initial-advertise-peer-urls", "http://" + net.JoinHostPort(peerHost, peerPort),
 		"--initial-cluster", initial,
 		// A member that starts again with its data rejoins by its WAL; one that starts again
-		// without (wipedArgs) joins as a member of an existing cluster, with its old id and an
-		// empty log, as an operator who lost a disk and started the member again would see.
+		// without (wipedArgs, after StartEmpty replaced it under a new id) joins the existing
+		// cluster with an empty log and catches up from the leader.
 		"--initial-cluster-state", "new",
 		"--initial-cluster-token", "lockpick",
 		"--logger", "zap",

@@ -55,6 +55,11 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"scenario", "nope"},
 		{"matrix", "--locks", "single,zookeeper", "--store", store},
 		{"matrix", "--nemeses", "clock:target=nowhere", "--store", store},
+		{"run", "--lock", "etcd", "--nemesis", "clock", "--store", store},
+		{"run", "--lock", "etcd", "--nodes", "10", "--store", store},
+		{"run", "--lock", "etcd", "--etcd-server", "/nonexistent/etcd", "--store", store},
+		{"run", "--lock", "redlock", "--etcd-server", "current", "--store", store},
+		{"run", "--lock", "etcd", "--nemesis", "partition:target=primary", "--store", store},
 	}
 	for _, args := range cases {
 		var stderr bytes.Buffer
