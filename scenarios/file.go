@@ -112,7 +112,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "reentrant", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "etcd_server", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "reentrant", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
@@ -182,6 +182,8 @@ func parse(data []byte) (Scenario, error) {
 			c.Persistence, err = str(v)
 		case "system":
 			c.System, err = str(v)
+		case "etcd_server":
+			c.EtcdServer, err = str(v)
 		case "nodes":
 			c.Nodes, err = positive(v)
 		case "replicas":
