@@ -171,3 +171,16 @@ func TestEtcdKillRestartWipePause(t *testing.T) {
 		t.Fatalf("moving an etcd member's clock: %v, want a refusal naming the clock shim", err)
 	}
 }
+
+// No etcd member outlives a harness that is SIGKILLed.
+func TestEtcdMembersDieWithAKilledHarness(t *testing.T) {
+	srv, err := FindEtcd(context.Background(), EtcdSystem, nil)
+	if err != nil {
+		t.Skipf("etcd tests skipped: %v", err)
+	}
+	nodesDieWithAKilledHarness(t, "TestEtcdMembersDieWithAKilledHarness", "etcd", 3,
+		func(dir string) Config {
+			return Config{Dir: dir, Groups: []string{"c1"}, Etcd: EtcdConfig{Server: srv.Path}}
+		},
+		func(sys System, node string) int { return sys.(*etcdSys).backend.Pid(node) })
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,21 +225,31 @@ func TestFailoverRolesAgreeWithTheSentinels(t *testing.T) {
 // The no-orphan promise covers every process of the system: a child test process starts it,
 // prints the pids of the primary, replicas and sentinels, and is SIGKILLed; every one must die.
 func TestSentinelNodesDieWithAKilledHarness(t *testing.T) {
-	if dir := os.Getenv("LOCKPICK_SENTINEL_ORPHAN"); dir != "" {
-		sys, err := Start(context.Background(), "redis-sentinel", Config{Dir: dir, Groups: []string{"c1"}})
+	nodesDieWithAKilledHarness(t, "TestSentinelNodesDieWithAKilledHarness", "redis-sentinel", 6,
+		func(dir string) Config { return Config{Dir: dir, Groups: []string{"c1"}} },
+		func(sys System, node string) int { return sys.(*sentinelSys).backend.Pid(node) })
+}
+
+// nodesDieWithAKilledHarness runs test again as a child process that starts system with cfg, prints
+// the pid of each of its want nodes, and is SIGKILLed; every node must die within seconds.
+func nodesDieWithAKilledHarness(t *testing.T, test, system string, want int, cfg func(dir string) Config, pid func(System, string) int) {
+	t.Helper()
+	const env = "LOCKPICK_ORPHAN_DIR"
+	if dir := os.Getenv(env); dir != "" {
+		sys, err := Start(context.Background(), system, cfg(dir))
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
 		for _, n := range sys.Nodes() {
-			fmt.Println("pid", sys.(*sentinelSys).backend.Pid(n.Name))
+			fmt.Println("pid", pid(sys, n.Name))
 		}
 		fmt.Println("ready")
 		time.Sleep(time.Minute)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestSentinelNodesDieWithAKilledHarness$")
-	cmd.Env = append(os.Environ(), "LOCKPICK_SENTINEL_ORPHAN="+t.TempDir())
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -263,16 +274,21 @@ func TestSentinelNodesDieWithAKilledHarness(t *testing.T) {
 			pids = append(pids, pid)
 		}
 	}
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Errorf("node pid %d of %s was not running when its harness was killed: the check would prove nothing", pid, system)
+		}
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if len(pids) != 6 {
-		t.Fatalf("child did not start 6 nodes: %q", text)
+	if len(pids) != want || slices.Contains(pids, 0) || t.Failed() {
+		t.Fatalf("child did not start %d nodes of %s: %q", want, system, text)
 	}
 	deadline = time.Now().Add(5 * time.Second)
 	for _, pid := range pids {
 		for alive(pid) {
 			if time.Now().After(deadline) {
-				t.Fatalf("node pid %d outlived its harness", pid)
+				t.Fatalf("node pid %d of %s outlived its harness", pid, system)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
