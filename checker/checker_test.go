@@ -602,6 +602,20 @@ func TestViolationCause(t *testing.T) {
 	if got := r.Violations[0].Cause; !strings.Contains(got, "no fault hit n1 in between: the lock let p7 in while p3 held it") {
 		t.Errorf("cause: %s", got)
 	}
+
+	// n2 was stopped before p3 asked and woken before p7 was granted (etcd#15247: a woken leader
+	// revokes leases): the pause was in effect in between, and the cause names it.
+	woken := (&hist{}).
+		nemesis("stop", "pause", history.EffectFault, []string{"n2"}, 1, 2).
+		acquire(3, "k", 5, 10, history.OK, "a", 1000).
+		nemesis("cont", "pause", history.EffectHeal, []string{"n2"}, 20, 21).
+		acquire(7, "k", 40, 50, history.OK, "b", 1000).
+		release(3, "k", "a", 100, 110).
+		release(7, "k", "b", 150, 160)
+	r = mustCheck(t, woken.events())
+	if got := r.Violations[0].Cause; !strings.Contains(got, "pause (in effect until cont n2 at") || !strings.Contains(got, "hit n2 after p3 asked") {
+		t.Errorf("cause: %s", got)
+	}
 }
 
 // queuedHandOffs builds n holds of one key by ten processes whose acquires queue, as blocking
