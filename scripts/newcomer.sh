@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The newcomer's path, run by `make test` after the Go tests (and alone by `make newcomer`): in a
 # fresh clone of the committed HEAD, with every default, what the README tells a newcomer to type:
-#   make build; bin/lockpick run; bin/lockpick check store/latest; one scenario target; the demo.
+#   make build; bin/lockpick run; bin/lockpick check store/latest; an etcd run; one scenario target;
+#   the demo.
 # The test suite uses absolute temporary paths everywhere; this is what runs what a user types, so
 # that a broken first run never lands again. It fails loudly on a crash (exit 255 or a signal) and on
 # any exit code other than the one the step must give.
@@ -77,6 +78,9 @@ else
 	echo "newcomer: !!!!!!!! check not tried: the run crashed" >&2
 fi
 
+# The README's first etcd run: three members of Debian's etcd, etcd's own lock, no faults.
+step 0 etcd bin/lockpick run --lock etcd --time-limit 10s || true
+
 # One scenario target, as the README shows it.
 step 0 scenario make single-none "ARGS=--time-limit 5s" || true
 
@@ -88,4 +92,4 @@ if [ "$failed" -ne 0 ]; then
 	echo "newcomer: FAILED: a newcomer's first commands do not work (see the !!!!!!!! lines above)" >&2
 	exit 1
 fi
-echo "newcomer: ok: build, run, check, a scenario target and the demo work in a fresh clone with every default"
+echo "newcomer: ok: build, run, check, an etcd run, a scenario target and the demo work in a fresh clone with every default"
