@@ -317,15 +317,7 @@ func (s *etcdSys) Roles() map[string]Role { return s.roles.current() }
 
 // Endpoints implements System.
 func (s *etcdSys) Endpoints(group string) ([]Endpoint, error) {
-	eps := make([]Endpoint, len(s.nodes))
-	for i, n := range s.nodes {
-		l, err := s.links.Get(group, n.Name)
-		if err != nil {
-			return nil, err
-		}
-		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: n.Addr}
-	}
-	return eps, nil
+	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return n.Addr })
 }
 
 // Links implements System.

@@ -59,13 +59,19 @@ func (m *masters) Roles() map[string]Role { return StaticRoles(m.nodes).Roles() 
 
 // Endpoints implements System.
 func (m *masters) Endpoints(group string) ([]Endpoint, error) {
-	eps := make([]Endpoint, len(m.nodes))
-	for i, n := range m.nodes {
-		l, err := m.links.Get(group, n.Name)
+	return groupEndpoints(m.links, group, m.nodes, func(n Node) string { return n.Addr })
+}
+
+// groupEndpoints are the addresses group reaches nodes at, each through its link, with the address
+// known tells the node by.
+func groupEndpoints(set *links.Set, group string, nodes []Node, known func(Node) string) ([]Endpoint, error) {
+	eps := make([]Endpoint, len(nodes))
+	for i, n := range nodes {
+		l, err := set.Get(group, n.Name)
 		if err != nil {
 			return nil, err
 		}
-		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: n.Addr}
+		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: known(n)}
 	}
 	return eps, nil
 }

@@ -369,15 +369,7 @@ func (s *sentinelSys) Roles() map[string]Role { return s.watch.roles() }
 
 // Endpoints implements System.
 func (s *sentinelSys) Endpoints(group string) ([]Endpoint, error) {
-	eps := make([]Endpoint, len(s.nodes))
-	for i, n := range s.nodes {
-		l, err := s.links.Get(group, n.Name)
-		if err != nil {
-			return nil, err
-		}
-		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: s.known[n.Name]}
-	}
-	return eps, nil
+	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return s.known[n.Name] })
 }
 
 // Links implements System.
