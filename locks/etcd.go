@@ -121,8 +121,12 @@ func (l *etcdLock) sessionFor(ctx context.Context, ttl time.Duration) (*concurre
 	if err != nil {
 		return nil, err
 	}
+	// The session's keepalives run on a context of their own, as NewSession's default does: the
+	// acquire's context asks for a leader, and a keepalive stream that does ends the session as soon
+	// as its member loses the leader (clientv3 closes require-leader keepalives), seconds before
+	// the lease the keepalives were answered for ends: a loss reported for a lease still alive.
 	s, err = concurrency.NewSession(l.cli, concurrency.WithTTL(secs), concurrency.WithLease(g.ID),
-		concurrency.WithContext(context.WithoutCancel(ctx)))
+		concurrency.WithContext(context.Background()))
 	if err != nil {
 		return nil, err
 	}
