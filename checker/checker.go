@@ -162,9 +162,11 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 			segOf[id] = int32(i)
 		}
 	}
+	firstOverlap := int64(Never)
 	for _, k := range keys {
 		sweep(p.holds, byKey[k], func(pr pair) {
 			r.ViolationCount++
+			firstOverlap = min(firstOverlap, max(p.holds[pr.a].Start, p.holds[pr.b].Start))
 			segs[segmentOfPair(p.holds, segOf, pr)].violations++
 			if len(r.Violations) < opts.MaxViolations {
 				r.Violations = append(r.Violations, explain(st, p, pr))
@@ -195,6 +197,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	}
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
+	r.Stats.Regrants = regrants(p.holds, r.Faults)
 
 	// Step 6b: the lock's fencing tokens must only go up.
 	var regressions int
@@ -219,6 +222,8 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	if r.Liveness != nil && r.Liveness.Verdict == LiveDeadlock {
 		r.Valid = combine(r.Valid, Invalid)
 	}
+
+	r.FirstFinding = firstFinding(r, firstOverlap)
 
 	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.
 	r.weighEvidence(st, run, p, evKeys)

@@ -57,6 +57,8 @@ type Result struct {
 	Overruns []Overrun `json:"overruns"`
 	// OverrunCount counts every overrun, including those left out of Overruns.
 	OverrunCount int `json:"overrun_count"`
+	// FirstFinding is the earliest finding that makes the run invalid; nil when there is none.
+	FirstFinding *FirstFinding `json:"first_finding,omitempty"`
 	// Stats are counts, latencies and availability of the run.
 	Stats Stats `json:"stats"`
 	// Faults are the windows during which the nemesis had a fault in effect.
@@ -228,6 +230,8 @@ type Stats struct {
 	// effect (between its Applied and Lifted): leases granted despite that fault, with no chance that
 	// the request slipped through before the fault began.
 	OKWhollyInFaults int `json:"ok_wholly_in_faults"`
+	// Regrants say, per fault, how soon the lock was granted again after the fault took effect.
+	Regrants []Regrant `json:"regrants,omitempty"`
 }
 
 // Summary renders the result as a short human-readable text.
@@ -245,6 +249,9 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "unknown because %s\n", r.UnknownReason)
 	}
 	fmt.Fprintf(&b, "lock level decided by: %s\n", r.DecidedBy)
+	if f := r.FirstFinding; f != nil {
+		fmt.Fprintf(&b, "first finding: %s at %s\n", f.Kind, FormatTime(f.At))
+	}
 	fmt.Fprintf(&b, "evidence (valid needs all of it; invalid needs none):\n")
 	for _, line := range r.Evidence.Lines() {
 		fmt.Fprintf(&b, "  %s\n", line)
@@ -339,12 +346,23 @@ func (r *Result) Summary() string {
 			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Faults)-show)
 			break
 		}
-		fmt.Fprintf(&b, "  %s\n", f.describe())
+		fmt.Fprintf(&b, "  %s%s\n", f.describe(), regrantNote(s.Regrants, i))
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}
 	return b.String()
+}
+
+// regrantNote says how soon after fault i took effect the lock was granted again.
+func regrantNote(rs []Regrant, i int) string {
+	if i >= len(rs) {
+		return ""
+	}
+	if rs[i].Grant < 0 {
+		return "; no grant after it took effect"
+	}
+	return fmt.Sprintf("; next grant %s after it took effect", FormatTime(rs[i].Gap))
 }
 
 func (f FaultWindow) describe() string {

@@ -45,9 +45,11 @@ type CellRun struct {
 	// Error is set when the run could not start or crashed; the other fields are then empty.
 	Error      string `json:"error,omitempty"`
 	Violations int    `json:"violations"`
-	// FirstViolation is the time from the run's start to the first overlap, in nanoseconds; -1 when
-	// there was none.
-	FirstViolation int64 `json:"first_violation"`
+	// FirstViolation is the time from the run's start to the first finding that made the run invalid
+	// (an overlap, a stale write, an early loss...), in nanoseconds; -1 when there was none.
+	// FirstKind names that finding (checker.FirstFinding).
+	FirstViolation int64  `json:"first_violation"`
+	FirstKind      string `json:"first_kind,omitempty"`
 	// Availability is the share of acquires that succeeded.
 	Availability float64 `json:"availability"`
 	OKAcquires   int     `json:"ok_acquires"`
@@ -63,10 +65,8 @@ func NewCellRun(seed uint64, dir string, r *checker.Result) *CellRun {
 		Availability: r.Stats.Availability, OKAcquires: r.Stats.Acquires.OK, OKInFaults: r.Stats.OKInFaults,
 		Overruns: r.OverrunCount,
 	}
-	for _, v := range r.Violations {
-		if c.FirstViolation < 0 || v.OverlapStart < c.FirstViolation {
-			c.FirstViolation = v.OverlapStart
-		}
+	if f := r.FirstFinding; f != nil {
+		c.FirstViolation, c.FirstKind = f.At, f.Kind
 	}
 	return c
 }
@@ -127,7 +127,7 @@ func (card *Card) Markdown(w io.Writer) error {
 		fmt.Fprintf(&b, " Every cell: %s.", strings.Join(s, ", "))
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| lock | nemesis | verdicts | expected | violations | first violation | availability | ok acquires in faults |\n")
+	b.WriteString("| lock | nemesis | verdicts | expected | violations | first finding | availability | ok acquires in faults |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, c := range card.Cells {
 		expected := "—"
@@ -148,6 +148,9 @@ func (card *Card) Markdown(w io.Writer) error {
 			f := "—"
 			if r.FirstViolation >= 0 {
 				f = checker.FormatTime(r.FirstViolation)
+				if r.FirstKind != checker.FindingViolation {
+					f += " (" + r.FirstKind + ")"
+				}
 			}
 			first = append(first, f)
 			avail = append(avail, fmt.Sprintf("%.1f%%", 100*r.Availability))
