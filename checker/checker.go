@@ -198,6 +198,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
 	r.Stats.Regrants = regrants(p.holds, r.Faults)
+	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds)
 
 	// Step 6b: the lock's fencing tokens must only go up.
 	var regressions int

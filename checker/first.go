@@ -23,38 +23,47 @@ type FirstFinding struct {
 	// At is when it happened, on the run clock: an overlap's start, a regressed grant, a refused
 	// release, a stale write's invoke, the start of a deadlock.
 	At int64 `json:"at"`
+	// Description is the finding in one line, as the summary lists it.
+	Description string `json:"description"`
 }
 
 // firstFinding picks the earliest of the findings r lists; firstOverlap is the earliest overlap of
 // all (the listed violations may be a capped subset). Nil when the run found nothing.
 func firstFinding(r *Result, firstOverlap int64) *FirstFinding {
 	var best *FirstFinding
-	consider := func(kind string, at int64) {
+	consider := func(kind string, at int64, desc string) {
 		if best == nil || at < best.At {
-			best = &FirstFinding{Kind: kind, At: at}
+			best = &FirstFinding{Kind: kind, At: at, Description: desc}
 		}
 	}
 	if r.ViolationCount > 0 {
-		consider(FindingViolation, firstOverlap)
+		// The earliest listed overlap describes it; the time is the earliest of all.
+		desc, first := "", int64(Never)
+		for _, v := range r.Violations {
+			if v.OverlapStart < first {
+				desc, first = v.Description, v.OverlapStart
+			}
+		}
+		consider(FindingViolation, firstOverlap, desc)
 	}
 	for _, t := range r.TokenRegressions {
-		consider(FindingTokenRegression, t.Later.Start)
+		consider(FindingTokenRegression, t.Later.Start, t.Description)
 	}
 	for _, e := range r.EarlyLosses {
-		consider(FindingEarlyLoss, e.Completed)
+		consider(FindingEarlyLoss, e.Completed, e.Description)
 	}
 	for _, e := range r.LateExtends {
-		consider(FindingLateExtend, e.Completed)
+		consider(FindingLateExtend, e.Completed, e.Description)
 	}
 	if r.Resource != nil {
 		for _, s := range r.Resource.StaleWrites {
-			consider(FindingStaleWrite, s.Invoke)
+			consider(FindingStaleWrite, s.Invoke, s.Description)
 		}
 	}
 	if r.Liveness != nil && r.Liveness.Verdict == LiveDeadlock {
 		for _, f := range r.Liveness.Findings {
 			if f.Kind == LiveDeadlock {
-				consider(FindingDeadlock, f.From)
+				consider(FindingDeadlock, f.From, f.Description)
 			}
 		}
 	}
@@ -104,4 +113,23 @@ func regrants(holds []hold, wins []FaultWindow) []Regrant {
 		out = append(out, rg)
 	}
 	return out
+}
+
+// promised is the validity each hold was promised at its grant, and how many holds had no deadline.
+func promised(holds []hold) (Latency, int) {
+	var ns []int64
+	unbounded := 0
+	for i := range holds {
+		h := &holds[i]
+		switch {
+		case h.dead:
+		case h.Validity > 0:
+			ns = append(ns, h.Validity)
+		case h.Deadline == Never || h.Deadline <= 0:
+			unbounded++
+		default:
+			ns = append(ns, h.Deadline-h.Start)
+		}
+	}
+	return latency(ns), unbounded
 }

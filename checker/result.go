@@ -230,6 +230,11 @@ type Stats struct {
 	// effect (between its Applied and Lifted): leases granted despite that fault, with no chance that
 	// the request slipped through before the fault began.
 	OKWhollyInFaults int `json:"ok_wholly_in_faults"`
+	// Promised is the validity the lock promised its holds at their grant (deadline less the
+	// acquire's completion), over the holds that had a deadline; Unbounded counts those that had
+	// none (a watchdog lease lasts until its release).
+	Promised  Latency `json:"promised_validity"`
+	Unbounded int     `json:"unbounded_holds,omitempty"`
 	// Regrants say, per fault, how soon the lock was granted again after the fault took effect.
 	Regrants []Regrant `json:"regrants,omitempty"`
 }

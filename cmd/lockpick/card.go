@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/scenarios"
+)
+
+func newCardCmd() *cobra.Command {
+	var seedList, store, report, etcdServer string
+	var parallel int
+	var stopAtFirst bool
+	cmd := &cobra.Command{
+		Use:   "card LOCK...",
+		Short: "Run a lock library through every fault row it is exposed to and write its report card",
+		Long: `card runs every scenario file whose lock is one of LOCK... (its rows) once per seed and writes a
+one-page report card, card.md and card.json, into store/card-LOCK/<timestamp>: per row the faults, the
+expected outcome, the verdicts over the seeds, how many met the expectation, the time to the first
+finding, the validity the library promised, and where it broke that promise, with the run that shows it.
+
+It exits 0 when every run met its row's expectation, 1 when any did not, 255 when a run could not
+start or crashed.`,
+		Example: "  lockpick card etcd etcd-unlock-retry --seeds 1,2,3,4,5 --parallel 3\n  lockpick card watchdog --report docs/cards/watchdog.md",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seeds, err := parseSeeds(seedList)
+			if err != nil {
+				return err
+			}
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
+			}
+			rows, err := cardRows(args)
+			if err != nil {
+				return err
+			}
+			if store, err = filepath.Abs(store); err != nil {
+				return fmt.Errorf("--store: %w", err)
+			}
+			started := time.Now()
+			dir, err := results.NewRunDir(store, "card-"+args[0], started)
+			if err != nil {
+				return err
+			}
+			card := &results.LibraryCard{Library: strings.Join(args, ", "), Started: started, Revision: revision, Command: cmdLine(), Seeds: seeds}
+			c := &cardRun{cmd: cmd, w: cmd.OutOrStdout(), dir: dir, card: card, report: report,
+				o: scenarioOverrides{store: store, stopAtFirst: stopAtFirst, etcdServer: etcdServer}}
+			for _, s := range rows {
+				card.Rows = append(card.Rows, &results.CardRow{Scenario: s.Name, Why: s.Why, Lock: s.Config.Lock, Nemesis: s.Config.Nemesis,
+					Workload: s.Config.Workload, Expected: s.Expect.String(), ExpectInvalid: s.Expect.Verdict.String() == "invalid"})
+			}
+			if err := c.runAll(rows, seeds, parallel); err != nil {
+				return err
+			}
+			return c.finish(time.Since(started))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&seedList, "seeds", "1,2,3,4,5", "seeds to run each row with, comma-separated")
+	f.IntVar(&parallel, "parallel", 2, "runs at once (each has its own nodes and ports)")
+	f.StringVar(&store, "store", "store", "directory of the run store")
+	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/etcd.md)")
+	f.StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
+	f.BoolVar(&stopAtFirst, "stop-at-first", true, "end a row's fault phase at its first violation when one violation settles its expectation")
+	return cmd
+}
+
+// cardRows are the built-in scenarios of the named locks, in name order.
+func cardRows(lockNames []string) ([]scenarios.Scenario, error) {
+	for _, l := range lockNames {
+		if err := locks.Validate(l); err != nil {
+			return nil, err
+		}
+	}
+	all, err := scenarios.All()
+	if err != nil {
+		return nil, err
+	}
+	var rows []scenarios.Scenario
+	for _, s := range all {
+		if slices.Contains(lockNames, s.Config.Lock) {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no scenario file runs lock %s: write its rows as scenarios/%s-<fault>.yaml (see scenarios/single-*.yaml)",
+			strings.Join(lockNames, " or "), lockNames[0])
+	}
+	return rows, nil
+}
+
+// cardRun runs a card's rows, some at a time, and rewrites the card after every run.
+type cardRun struct {
+	cmd    *cobra.Command
+	w      io.Writer
+	dir    string
+	card   *results.LibraryCard
+	report string
+	o      scenarioOverrides
+
+	mu      sync.Mutex // the card and the output
+	crashed bool
+}
+
+type cardJob struct {
+	row  int
+	s    scenarios.Scenario
+	seed uint64
+}
+
+func (c *cardRun) runAll(rows []scenarios.Scenario, seeds []uint64, parallel int) error {
+	jobs := make(chan cardJob)
+	var wg sync.WaitGroup
+	var firstErr error
+	for range parallel {
+		wg.Go(func() {
+			for job := range jobs {
+				if err := c.run(job); err != nil {
+					c.mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					c.mu.Unlock()
+				}
+			}
+		})
+	}
+	for i, s := range rows {
+		for _, seed := range seeds {
+			if c.cmd.Context().Err() != nil {
+				break
+			}
+			jobs <- cardJob{row: i, s: s, seed: seed}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return firstErr
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// run runs one row at one seed and records it on the card.
+func (c *cardRun) run(job cardJob) error {
+	cfg := job.s.Config
+	cfg.Name, cfg.Revision, cfg.Command, cfg.Store, cfg.Seed = job.s.Name, revision, cmdLine(), c.o.store, job.seed
+	if needs, err := locks.NeedsOf(cfg.Lock); err == nil && needs.System == "etcd" && c.o.etcdServer != "" {
+		cfg.EtcdServer = c.o.etcdServer
+	}
+	if c.o.stopAtFirst && settledByAViolation(job.s.Expect) {
+		cfg.StopAtFirst = true
+	}
+	out, err := harness.Run(c.cmd.Context(), cfg, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	row := c.card.Rows[job.row]
+	if err != nil {
+		c.crashed = true
+		row.Runs = append(row.Runs, &results.CardRun{Seed: job.seed, Error: err.Error()})
+		fmt.Fprintf(c.w, "%s seed %d: could not run: %v\n", job.s.Name, job.seed, err)
+	} else {
+		missed := job.s.Expect.Met(out.Result)
+		if out.Stopped != "" {
+			missed = append(missed, out.Stopped)
+		}
+		r := results.NewCardRun(job.seed, out.Dir, serverOf(out.Dir), out.Result, missed)
+		row.Runs = append(row.Runs, r)
+		met := "met"
+		if len(missed) > 0 {
+			met = "NOT MET: " + strings.Join(missed, "; ")
+		}
+		fmt.Fprintf(c.w, "%s seed %d: %s, expected %s: %s (%s)\n", job.s.Name, job.seed, r.Verdict, job.s.Expect, met, out.Dir)
+	}
+	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
+		return err
+	}
+	if c.cmd.Context().Err() != nil {
+		return fmt.Errorf("interrupted; partial report card in %s", c.dir)
+	}
+	return nil
+}
+
+// finish prints the rows, copies the card to --report, and gives the exit code.
+func (c *cardRun) finish(took time.Duration) error {
+	missed := 0
+	fmt.Fprintln(c.w)
+	for _, row := range c.card.Rows {
+		fmt.Fprintf(c.w, "%-34s expected %-40s met %d/%d\n", row.Scenario, row.Expected, row.Met(), len(row.Runs))
+		missed += len(row.Runs) - row.Met()
+	}
+	fmt.Fprintf(c.w, "report card: %s (%v)\n", filepath.Join(c.dir, results.LibraryCardMarkdown), took.Round(time.Second))
+	if c.report != "" {
+		if err := os.MkdirAll(filepath.Dir(c.report), 0o755); err != nil {
+			return fmt.Errorf("--report %s: %w", c.report, err)
+		}
+		f, err := os.Create(c.report)
+		if err != nil {
+			return fmt.Errorf("--report %s: %w", c.report, err)
+		}
+		if err := c.card.Markdown(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--report %s: %w", c.report, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--report %s: %w", c.report, err)
+		}
+	}
+	switch {
+	case c.crashed:
+		return exitError{255}
+	case missed > 0:
+		return exitError{1}
+	}
+	return nil
+}
+
+// serverOf names the server program a stored run used, from its config.json ("etcd 3.4.23"); empty
+// for systems that do not name one.
+func serverOf(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return ""
+	}
+	var cfg struct {
+		Etcd *struct {
+			Version string `json:"version"`
+		} `json:"etcd"`
+	}
+	if json.Unmarshal(b, &cfg) != nil || cfg.Etcd == nil {
+		return ""
+	}
+	return "etcd " + cfg.Etcd.Version
+}
