@@ -206,9 +206,9 @@ func choosePorts(count, base int) ([]int, error) {
 		}
 	}()
 	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := ReservePort()
 		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
+			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

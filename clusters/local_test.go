@@ -212,3 +212,22 @@ func TestFailedStartQuotesTheNodesOwnOutput(t *testing.T) {
 		t.Errorf("error %q guesses at the port or is not one line", msg)
 	}
 }
+
+// Node ports come from below the ephemeral range, where no outgoing connection takes them.
+func TestReservePortIsBelowTheEphemeralRange(t *testing.T) {
+	lo, hi := nodePortRange()
+	for range 20 {
+		l, err := ReservePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if p < lo || p > hi {
+			t.Fatalf("port %d outside %d..%d", p, lo, hi)
+		}
+	}
+	if e, err := ephemeralLow(); err == nil && hi >= e {
+		t.Fatalf("range %d..%d reaches the ephemeral range from %d", lo, hi, e)
+	}
+}

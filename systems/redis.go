@@ -25,18 +25,18 @@ func holdWrites(ctx context.Context, addr string, max time.Duration, f func(cont
 	return f(pctx)
 }
 
-// reservePorts holds count free loopback ports open, so that nothing else this process listens on
+// reservePorts holds count free loopback ports open (clusters.ReservePort), so that nothing else this process listens on
 // (a link, the router) can take one before its node binds it; each is closed just before its node
 // starts.
 func reservePorts(count int) ([]net.Listener, error) {
 	var ls []net.Listener
 	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := clusters.ReservePort()
 		if err != nil {
 			for _, l := range ls {
 				l.Close()
 			}
-			return nil, fmt.Errorf("find a free port: %w", err)
+			return nil, err
 		}
 		ls = append(ls, l)
 	}
