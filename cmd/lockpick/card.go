@@ -13,14 +13,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
 func newCardCmd() *cobra.Command {
-	var seedList, store, report, etcdServer string
+	var seedList, store, report, etcdServer, from string
 	var parallel int
 	var stopAtFirst bool
 	cmd := &cobra.Command{
@@ -62,7 +64,12 @@ start or crashed.`,
 				card.Rows = append(card.Rows, &results.CardRow{Scenario: s.Name, Why: s.Why, Lock: s.Config.Lock, Nemesis: s.Config.Nemesis,
 					Workload: s.Config.Workload, Expected: s.Expect.String(), ExpectInvalid: s.Expect.Verdict.String() == "invalid"})
 			}
-			if err := c.runAll(rows, seeds, parallel); err != nil {
+			if from != "" {
+				err = c.fromStore(rows, seeds, from)
+			} else {
+				err = c.runAll(rows, seeds, parallel)
+			}
+			if err != nil {
 				return err
 			}
 			return c.finish(time.Since(started))
@@ -74,6 +81,7 @@ start or crashed.`,
 	f.StringVar(&store, "store", "store", "directory of the run store")
 	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/etcd.md)")
 	f.StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
+	f.StringVar(&from, "from", "", "run nothing: make the card of the runs already in this store (the latest run of each row and seed, checked again)")
 	f.BoolVar(&stopAtFirst, "stop-at-first", true, "end a row's fault phase at its first violation when one violation settles its expectation")
 	return cmd
 }
@@ -167,6 +175,15 @@ func (c *cardRun) run(job cardJob) error {
 		cfg.StopAtFirst = true
 	}
 	out, err := harness.Run(c.cmd.Context(), cfg, nil)
+	if err != nil {
+		return c.record(job, "", nil, "", err)
+	}
+	return c.record(job, out.Dir, out.Result, out.Stopped, nil)
+}
+
+// record puts one run of a row on the card and rewrites the card. stopped says how much of its plan
+// a run cut short had run; err that the run could not start or crashed.
+func (c *cardRun) record(job cardJob, dir string, res *checker.Result, stopped string, err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	row := c.card.Rows[job.row]
@@ -175,17 +192,17 @@ func (c *cardRun) run(job cardJob) error {
 		row.Runs = append(row.Runs, &results.CardRun{Seed: job.seed, Error: err.Error()})
 		fmt.Fprintf(c.w, "%s seed %d: could not run: %v\n", job.s.Name, job.seed, err)
 	} else {
-		missed := job.s.Expect.Met(out.Result)
-		if out.Stopped != "" {
-			missed = append(missed, out.Stopped)
+		missed := job.s.Expect.Met(res)
+		if stopped != "" {
+			missed = append(missed, stopped)
 		}
-		r := results.NewCardRun(job.seed, out.Dir, serverOf(out.Dir), out.Result, missed)
+		r := results.NewCardRun(job.seed, dir, serverOf(dir), res, missed)
 		row.Runs = append(row.Runs, r)
 		met := "met"
 		if len(missed) > 0 {
 			met = "NOT MET: " + strings.Join(missed, "; ")
 		}
-		fmt.Fprintf(c.w, "%s seed %d: %s, expected %s: %s (%s)\n", job.s.Name, job.seed, r.Verdict, job.s.Expect, met, out.Dir)
+		fmt.Fprintf(c.w, "%s seed %d: %s, expected %s: %s (%s)\n", job.s.Name, job.seed, r.Verdict, job.s.Expect, met, dir)
 	}
 	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
 		return err
@@ -194,6 +211,58 @@ func (c *cardRun) run(job cardJob) error {
 		return fmt.Errorf("interrupted; partial report card in %s", c.dir)
 	}
 	return nil
+}
+
+// fromStore makes the card of stored runs: for each row and seed the latest run in store of the
+// same scenario, lock, nemeses and workload, checked again from its history, so the card judges it
+// by the checker of this build.
+func (c *cardRun) fromStore(rows []scenarios.Scenario, seeds []uint64, store string) error {
+	for i, s := range rows {
+		for _, seed := range seeds {
+			job := cardJob{row: i, s: s, seed: seed}
+			dir, err := storedRun(store, s, seed, c.o.etcdServer)
+			if err != nil {
+				if err := c.record(job, "", nil, "", err); err != nil {
+					return err
+				}
+				continue
+			}
+			res, err := checker.CheckFile(filepath.Join(dir, history.FileName), checker.Options{Timeout: 2 * time.Minute})
+			if err := c.record(job, dir, res, "", err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// storedRun finds the latest run of scenario s with seed in store (and with the etcd server asked,
+// when one is).
+func storedRun(store string, s scenarios.Scenario, seed uint64, etcdServer string) (string, error) {
+	entries, err := os.ReadDir(filepath.Join(store, s.Name))
+	if err != nil {
+		return "", fmt.Errorf("no stored run of %s in %s: run it first (lockpick card without --from)", s.Name, store)
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		dir := filepath.Join(store, s.Name, entries[i].Name())
+		b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			continue
+		}
+		var cfg struct {
+			Lock, Nemesis, Workload string
+			Seed                    uint64
+			EtcdServer              string `json:"etcd_server"`
+		}
+		if json.Unmarshal(b, &cfg) != nil || cfg.Seed != seed || cfg.Lock != s.Config.Lock || cfg.Nemesis != s.Config.Nemesis {
+			continue
+		}
+		if (s.Config.Workload != "" && cfg.Workload != s.Config.Workload) || (etcdServer != "" && cfg.EtcdServer != etcdServer) {
+			continue
+		}
+		return dir, nil
+	}
+	return "", fmt.Errorf("no stored run of %s with seed %d in %s (of this scenario's lock, nemeses and workload): run it first", s.Name, seed, store)
 }
 
 // finish prints the rows, copies the card to --report, and gives the exit code.
