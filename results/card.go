@@ -73,18 +73,26 @@ func NewCellRun(seed uint64, dir string, r *checker.Result) *CellRun {
 
 // Tally counts the cell's verdicts, "3/3 invalid" or "2/3 invalid, 1/3 valid".
 func (c *Cell) Tally() string {
-	counts := map[string]int{}
-	for _, r := range c.Runs {
-		v := r.Verdict
+	verdicts := make([]string, len(c.Runs))
+	for i, r := range c.Runs {
+		verdicts[i] = r.Verdict
 		if r.Error != "" {
-			v = "crashed"
+			verdicts[i] = "crashed"
 		}
+	}
+	return tally(verdicts)
+}
+
+// tally counts verdicts, "3/3 invalid" or "2/3 invalid, 1/3 valid".
+func tally(verdicts []string) string {
+	counts := map[string]int{}
+	for _, v := range verdicts {
 		counts[v]++
 	}
 	var parts []string
 	for _, v := range []string{"invalid", "valid", "unknown", "crashed"} {
 		if counts[v] > 0 {
-			parts = append(parts, fmt.Sprintf("%d/%d %s", counts[v], len(c.Runs), v))
+			parts = append(parts, fmt.Sprintf("%d/%d %s", counts[v], len(verdicts), v))
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -105,10 +113,15 @@ func (c *Cell) Matches() bool {
 
 // WriteCard writes the card as report.json and report.md in dir.
 func WriteCard(dir string, card *Card) error {
-	if err := WriteJSON(dir, CardJSON, card); err != nil {
+	return writeCardFiles(dir, CardJSON, CardMarkdown, card, card.Markdown)
+}
+
+// writeCardFiles writes a card as JSON and as markdown in dir.
+func writeCardFiles(dir, jsonName, mdName string, card any, markdown func(io.Writer) error) error {
+	if err := WriteJSON(dir, jsonName, card); err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, CardMarkdown), card.Markdown); err != nil {
+	if err := writeAtomic(filepath.Join(dir, mdName), markdown); err != nil {
 		return fmt.Errorf("write report card: %w", err)
 	}
 	return nil

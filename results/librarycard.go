@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -106,13 +105,7 @@ func (card *LibraryCard) Sort() {
 // WriteLibraryCard writes the card as card.json and card.md in dir.
 func WriteLibraryCard(dir string, card *LibraryCard) error {
 	card.Sort()
-	if err := WriteJSON(dir, LibraryCardJSON, card); err != nil {
-		return err
-	}
-	if err := writeAtomic(filepath.Join(dir, LibraryCardMarkdown), card.Markdown); err != nil {
-		return fmt.Errorf("write library card: %w", err)
-	}
-	return nil
+	return writeCardFiles(dir, LibraryCardJSON, LibraryCardMarkdown, card, card.Markdown)
 }
 
 // Markdown renders the card as one page: the rows' table, where the library broke its promise, and
@@ -184,21 +177,14 @@ func (card *LibraryCard) servers() string {
 }
 
 func (row *CardRow) tally() string {
-	counts := map[string]int{}
-	for _, r := range row.Runs {
-		v := r.Verdict
+	verdicts := make([]string, len(row.Runs))
+	for i, r := range row.Runs {
+		verdicts[i] = r.Verdict
 		if r.Error != "" {
-			v = "crashed"
-		}
-		counts[v]++
-	}
-	var parts []string
-	for _, v := range []string{"invalid", "valid", "unknown", "crashed"} {
-		if counts[v] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[v], v))
+			verdicts[i] = "crashed"
 		}
 	}
-	return strings.Join(parts, ", ")
+	return tally(verdicts)
 }
 
 func (row *CardRow) firstCell() string {

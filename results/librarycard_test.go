@@ -38,8 +38,8 @@ func TestLibraryCardShowsRowsAndBrokenPromises(t *testing.T) {
 	md := string(b)
 	for _, want := range []string{
 		"# Report card: etcd", "server etcd 3.4.23",
-		"| etcd-none | `none` | valid | 1 invalid, 2 valid | 2/3 |",
-		"| etcd-client-pause | `client-pause` | invalid | 2 invalid, 1 valid | 2/3 | 7.000s in 2/3 (3.000s, 7.000s, —)",
+		"| etcd-none | `none` | valid | 1/3 invalid, 2/3 valid | 2/3 |",
+		"| etcd-client-pause | `client-pause` | invalid | 2/3 invalid, 1/3 valid | 2/3 | 7.000s in 2/3 (3.000s, 7.000s, —)",
 		"1995 ms",
 		"**etcd-client-pause** (Jepsen), seed 1, stale-write at 3.000s: p6 wrote 655 after its lease ended\n  run: /s/run1",
 		"- etcd-client-pause seed 3: valid, NOT MET: verdict valid",
