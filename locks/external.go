@@ -44,8 +44,10 @@ type external struct {
 	notify  func(LeaseEvent)
 }
 
-// ClientInitTimeout is how long a client program may take to answer init, by default.
-const ClientInitTimeout = 10 * time.Second
+// ClientInitTimeout is how long a client program may take to answer init, by default: generous,
+// because a run starts every process's program at once and an interpreter loading its library
+// takes a second of CPU (tooz) on a busy machine.
+const ClientInitTimeout = 30 * time.Second
 
 // BrokenClientError is a client program that broke the protocol or died unasked: the run cannot
 // go on with it. It is indeterminate for the operation it ended (the program's effect is unknown).
@@ -58,6 +60,15 @@ func (e *BrokenClientError) Unwrap() error { return &IndeterminateError{Err: e.E
 func IsBrokenClient(err error) bool {
 	var b *BrokenClientError
 	return errors.As(err, &b)
+}
+
+// newProgram is the Locker of a client program: startExternal as a Locker (never a typed nil).
+func newProgram(command []string, nodes []Endpoint, o Options) (Locker, error) {
+	e, err := startExternal(command, nodes, o)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // startExternal starts the client program for process o.Process and runs init over nodes.
@@ -234,7 +245,7 @@ func (e *external) deliver(m clientproto.Reply) error {
 // request. e.mu is held.
 func (e *external) breakLocked(err error) {
 	if e.broken == nil {
-		e.broken = &BrokenClientError{Err: fmt.Errorf("%s %w; its stderr ends: %s", e.name, err, lastLogLines(e.logPath))}
+		e.broken = &BrokenClientError{Err: fmt.Errorf("%s: %w; its stderr ends: %s", e.name, err, lastLogLines(e.logPath))}
 	}
 	for id, ch := range e.pending {
 		close(ch)

@@ -54,7 +54,7 @@ func kinds() []Kind {
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, Build: shipped("php", "php/malkusch.php")},
-		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return startExternal(o.ClientCmd, n, o) }},
+		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }
@@ -93,7 +93,7 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 		if err != nil {
 			return nil, err
 		}
-		return startExternal([]string{interpreter, path}, n, o)
+		return newProgram([]string{interpreter, path}, n, o)
 	}
 }
 

@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -159,7 +160,7 @@ func reason(err error) string {
 }
 
 // runSlots opens a warmed client for every slot, all of them before any slot starts work, then runs
-// work once per slot, concurrently, and joins their errors. Opening first keeps the burst of
+// work once per slot, concurrently, and returns the first slot's error (see firstError). Opening first keeps the burst of
 // connections at the start (a hundred clients dialling every node) away from the first operations,
 // whose timeouts it would otherwise decide.
 func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(ctx context.Context, c *client) error) error {
@@ -177,7 +178,7 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 			}
 		}
 	}()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return err
 	}
 	// A slot that fails (a broken client program) ends every slot's work: the run cannot go on.
@@ -191,7 +192,28 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return firstError(errs)
+}
+
+// firstError is the first of errs that is not nil, on one line with the count of the others: the
+// slots of a run usually fail for one cause (a client program that cannot start), and one line
+// names it.
+func firstError(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if first != nil && more > 0 {
+		return fmt.Errorf("%w (and %d more processes failed)", first, more)
+	}
+	return first
 }
 
 // work records protected work of length d under lease.
