@@ -139,13 +139,30 @@ func (e *external) start(command []string, shim string) error {
 		return err
 	}
 	cmd := exec.Command(command[0], command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
-	cmd.Env = append(os.Environ(), clusters.ClockFileEnv+"="+e.clockFile)
+	env := append(os.Environ(), clusters.ClockFileEnv+"="+e.clockFile)
 	if shim != "" {
-		cmd.Env = append(cmd.Env, "LD_PRELOAD="+shim)
+		env = append(env, "LD_PRELOAD="+shim)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = inR, outW, logf, env
+	// Own process group, so that a pause or a crash reaches everything the program runs. Pdeathsig:
+	// the kernel kills the program if the harness dies without cleaning up. Its own PID namespace
+	// where the system allows one: when the program dies, the kernel kills every process it left,
+	// even one that made itself a session of its own.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
+	if os.Geteuid() != 0 {
+		uid, gid := os.Getuid(), os.Getgid()
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
 	err = cmd.Start()
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
+		// No namespaces here: the process group and Pdeathsig still hold.
+		cmd = exec.Command(command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = inR, outW, logf, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		err = cmd.Start()
+	}
 	inR.Close()
 	outW.Close()
 	if err != nil {

@@ -3,11 +3,14 @@ package locks
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // badClient starts testdata/badclient.py in mode through the driver.
@@ -143,8 +146,8 @@ func TestClientLifecycle(t *testing.T) {
 	if err := e.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	child := childPid(t, e.logPath)
 	pid := e.cmd.Process.Pid
+	child := childPid(t, pid)
 	e.Crash()
 	e.Close()
 	if !gone(pid) {
@@ -162,16 +165,9 @@ func TestClientLifecycle(t *testing.T) {
 	}
 }
 
-// childPid finds the helper of the "child" mode: the process whose parent is the program, whose
-// pid the program logs.
-func childPid(t *testing.T, log string) int {
+// childPid finds the helper of the "child" mode: the process whose parent is the program.
+func childPid(t *testing.T, parent int) int {
 	t.Helper()
-	b, _ := os.ReadFile(log)
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		t.Fatalf("log %q", b)
-	}
-	parent := f[1]
 	entries, _ := os.ReadDir("/proc")
 	for _, d := range entries {
 		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
@@ -180,7 +176,7 @@ func childPid(t *testing.T, log string) int {
 		}
 		s := string(stat)
 		rest := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(rest) > 1 && rest[1] == parent {
+		if len(rest) > 1 && rest[1] == strconv.Itoa(parent) {
 			pid, _ := strconv.Atoi(d.Name())
 			return pid
 		}
@@ -197,4 +193,42 @@ func zombie(pid int) bool {
 	}
 	s := string(stat)
 	return strings.HasPrefix(s[strings.LastIndexByte(s, ')')+2:], "Z")
+}
+
+// The clock shim loaded into a client program moves Python's time.time() and PHP's microtime().
+func TestClientClockShim(t *testing.T) {
+	shim, err := clusters.BuildClockShim(context.Background(), t.TempDir())
+	if err != nil {
+		t.Skipf("no clock shim: %v", err)
+	}
+	for name, cmd := range map[string][]string{
+		"python": {"/usr/bin/python3", "testdata/badclient.py", "clock"},
+		"php":    {"php", "testdata/clock.php"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := exec.LookPath(cmd[0]); err != nil {
+				t.Skipf("%s not installed (make deps)", cmd[0])
+			}
+			o := Options{Process: 1, TTL: time.Second, ClientDir: t.TempDir(), ClockShim: shim}
+			e, err := startExternal(cmd, []Endpoint{{Node: "n1", Addr: "127.0.0.1:1"}}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			for _, offset := range []time.Duration{0, time.Hour, -90 * time.Second} {
+				if err := e.ShiftClock(offset); err != nil {
+					t.Fatal(err)
+				}
+				l, err := acquireWithin(e, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				secs, _ := strconv.ParseFloat(l.Value, 64)
+				got := time.Until(time.UnixMicro(int64(secs * 1e6))) // the client's clock less the real time
+				if d := got - offset; d < -2*time.Second || d > 2*time.Second {
+					t.Fatalf("offset %v: the client's clock is %v from the real time", offset, got)
+				}
+			}
+		})
+	}
 }

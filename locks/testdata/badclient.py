@@ -85,5 +85,7 @@ for line in sys.stdin:
         if n == 1:
             time.sleep(0.6)
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "v%d" % n})
+    elif mode == "clock":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "%.6f" % time.time()})
     elif mode == "hang":
         pass
