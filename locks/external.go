@@ -183,6 +183,10 @@ func (e *external) wait() {
 	if !e.killed {
 		e.breakLocked(fmt.Errorf("exited (%v)", err))
 	}
+	for id, ch := range e.pending { // killed by the harness: what it was doing is unknown
+		close(ch)
+		delete(e.pending, id)
+	}
 	e.mu.Unlock()
 	close(e.exited)
 }
