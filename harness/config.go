@@ -399,6 +399,10 @@ func (c *Config) resolveHold() error {
 		return err
 	}
 	switch {
+	case c.Extend && kind.NoExtend && c.Lock == locks.ClientLock:
+		return fmt.Errorf("--extend: --lock client cannot renew a lease on request unless its program offers extend: add --client-capabilities extend (and answer extend requests), or drop --extend")
+	case c.Extend && kind.NoExtend && kind.Program:
+		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (its library offers no renewal the client can ask for): drop --extend", c.Lock)
 	case c.Extend && kind.NoExtend:
 		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (a watchdog lock renews by itself; seed 002's locks have no renewal): drop --extend", c.Lock)
 	case c.Careful && kind.Open:
