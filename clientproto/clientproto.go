@@ -250,6 +250,14 @@ func Check(req Request, r Reply, caps Capabilities) error {
 	if r.Token != nil && *r.Token < 0 {
 		return fmt.Errorf("negative token %d", *r.Token)
 	}
+	// A depth would let overlapping holds pass as re-entries, and a token would be judged as a
+	// fencing token: only a client that declared them may give them.
+	if r.Depth != 0 && (!caps.Reentrant || req.Type != TypeAcquire) {
+		return fmt.Errorf("%s with depth %d from a client without the reentrant capability", r.Type, r.Depth)
+	}
+	if r.Token != nil && (!caps.Token || req.Type != TypeAcquire) {
+		return fmt.Errorf("%s with a token from a client without the token capability", r.Type)
+	}
 	return nil
 }
 

@@ -7,8 +7,9 @@
 // The library's promise: the keys expire timeout + 1 s after the attempt began, and unlock throws
 // ExecutionOutsideLockException when the code ran longer than timeout s. The timeout is whole
 // seconds and also bounds the wait for the lock; lockpick's TTL is the keys' expiry, so the client
-// uses timeout = TTL - 1 s (a TTL of at least 2 s) and reports that validity, counted from the start
-// of the attempt that won, on the client's own clock (microtime).
+// uses timeout = TTL - 1 s (a TTL of at least 2 s) and reports that validity, ending timeout s after
+// the code entered (the winning attempt began a few SETs earlier: a promise a round trip longer
+// than the library's, never shorter), on the client's own clock (microtime).
 require_once 'Malkusch/Lock/autoload.php';
 
 use malkusch\lock\mutex\PHPRedisMutex;
@@ -19,6 +20,7 @@ $redis = [];
 $held = []; // "key value" => [Fiber, start]
 $version = '2.2.1';
 while (($line = fgets(STDIN)) !== false) {
+    $received = microtime(true);
     $m = json_decode($line, true);
     $id = $m['id'];
     try {
@@ -47,9 +49,10 @@ while (($line = fgets(STDIN)) !== false) {
             $entered = $fiber->start(); // returns when the code suspends, or throws
             $value = bin2hex(random_bytes(8));
             $held[$m['key'] . ' ' . $value] = $fiber;
-            // The code runs within at most one loop step after the attempt that won began.
-            $left = $timeout * 1000 - (microtime(true) - $entered) * 1000;
-            send(['type' => 'acquire_ok', 'in_reply_to' => $id, 'value' => $value, 'validity_ms' => max(0, $left)]);
+            // The promise ends timeout s after the winning attempt began, which is just before the
+            // code entered (the attempt's SETs lie between): counted from the request's receipt.
+            $validity = ($entered + $timeout - $received) * 1000;
+            send(['type' => 'acquire_ok', 'in_reply_to' => $id, 'value' => $value, 'validity_ms' => max(0, $validity)]);
         } elseif ($m['type'] === 'release') {
             $fiber = $held[$m['key'] . ' ' . $m['value']];
             unset($held[$m['key'] . ' ' . $m['value']]);

@@ -85,6 +85,15 @@ for line in sys.stdin:
         if n == 1:
             time.sleep(0.6)
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "v%d" % n})
+    elif mode == "depth":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "v", "depth": 2})
+    elif mode == "token":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "v", "token": 7})
+    elif mode == "other-key":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "v", "key": "lockpick:other"})
+    elif mode == "empty-line":
+        sys.stdout.write("\n")
+        sys.stdout.flush()
     elif mode == "clock":
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "%.6f" % time.time()})
     elif mode == "hang":
