@@ -232,3 +232,47 @@ func TestClientClockShim(t *testing.T) {
 		})
 	}
 }
+
+// The shipped clients, against real Redis nodes through their libraries: one holder at a time, the
+// lease named by the library's value, released for the next.
+func TestShippedClients(t *testing.T) {
+	for _, name := range []string{"py-redis", "py-tooz", "php-malkusch"} {
+		t.Run(name, func(t *testing.T) {
+			k, _ := Lookup(name)
+			_, eps, _ := cluster(t, k.Nodes)
+			dir := t.TempDir()
+			opts := func(p int) Options {
+				return Options{Process: p, TTL: 2 * time.Second, KeyPrefix: "lockpick:", ClientDir: dir, NodeTimeout: time.Second}
+			}
+			a, err := Build(k, eps, opts(1))
+			if err != nil {
+				t.Skipf("%s cannot start here (make deps installs its packages): %v", name, err)
+			}
+			defer a.Close()
+			b, err := Build(k, eps, opts(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			ctx := context.Background()
+			la, err := a.Acquire(ctx, "lockpick:0", 2*time.Second)
+			if err != nil || la.Value == "" {
+				t.Fatalf("acquire: %v, %v", la, err)
+			}
+			if k.Open != la.Deadline.IsZero() {
+				t.Fatalf("deadline %v for a lock whose leases are open: %v", la.Deadline, k.Open)
+			}
+			if err := a.Release(ctx, la); err != nil {
+				t.Fatal(err)
+			}
+			lb, err := b.Acquire(ctx, "lockpick:0", 2*time.Second)
+			if err != nil || lb.Value == la.Value {
+				t.Fatalf("acquire after the release: %v, %v", lb, err)
+			}
+			// Refused after the library's own wait (half the TTL; malkusch's timeout), definitely.
+			if _, err := a.Acquire(ctx, "lockpick:0", 2*time.Second); !IsHeld(err) {
+				t.Fatalf("acquire of a held key: %v, want held", err)
+			}
+		})
+	}
+}
