@@ -20,6 +20,8 @@ function send(array $m): void { fwrite(STDOUT, json_encode($m) . "\n"); fflush(S
 $acquired = new ReflectionProperty(\malkusch\lock\mutex\SpinlockMutex::class, 'acquired');
 $acquired->setAccessible(true);
 $redis = [];
+$nodes = [];
+$to = 0.5;
 $held = []; // "key value" => [Fiber, start]
 $version = '2.2.1';
 while (($line = fgets(STDIN)) !== false) {
@@ -29,17 +31,26 @@ while (($line = fgets(STDIN)) !== false) {
     try {
         if ($m['type'] === 'init') {
             $to = max(0.05, intval($m['options']['node_timeout_ms'] ?? '500') / 1000);
+            // Connections are made at each acquire for the nodes not connected yet: a process may
+            // begin during a partition, and init must not depend on the nodes.
             foreach ($m['nodes'] as $n) {
-                [$host, $port] = explode(':', $n['addr']);
-                $r = new Redis();
-                $r->connect($host, intval($port), $to);
-                $r->setOption(Redis::OPT_READ_TIMEOUT, $to);
-                $redis[] = $r;
+                $nodes[] = explode(':', $n['addr']);
+                $redis[] = new Redis();
             }
             send(['type' => 'init_ok', 'in_reply_to' => $id, 'library' => 'malkusch/lock PHPRedisMutex',
                 'version' => $version, 'capabilities' => ['validity' => true, 'token' => false,
                 'extend' => false, 'watchdog' => false, 'reentrant' => false]]);
         } elseif ($m['type'] === 'acquire') {
+            foreach ($redis as $i => $r) {
+                if (!$r->isConnected()) {
+                    try {
+                        $r->connect($nodes[$i][0], intval($nodes[$i][1]), $to);
+                        $r->setOption(Redis::OPT_READ_TIMEOUT, $to);
+                    } catch (RedisException $e) {
+                        // The mutex counts this node as failed, as it would a node that went away.
+                    }
+                }
+            }
             $timeout = intdiv($m['ttl_ms'], 1000) - 1;
             if ($timeout < 1) {
                 send(['type' => 'error', 'in_reply_to' => $id, 'code' => 'bad_request', 'text' => 'malkusch/lock needs a TTL of at least 2s']);

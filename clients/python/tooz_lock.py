@@ -54,13 +54,16 @@ def main():
                 secs = max(1, math.ceil(ttl))
                 url = "redis://%s?timeout=1&lock_timeout=%d&membership_timeout=%d" % (
                     m["nodes"][0]["addr"], secs, secs)
+                # Started at the first acquire: a process may begin during a partition, and init
+                # must not depend on the node.
                 coord = coordination.get_coordinator(url, ("p%d-%s" % (m["process"], uuid.uuid4())).encode())
-                coord.start(start_heart=True)
                 send({"type": "init_ok", "in_reply_to": mid, "library": "tooz redis lock",
                       "version": getattr(tooz, "__version__", "3.1.0"),
                       "capabilities": {"validity": False, "token": False, "extend": False,
                                        "watchdog": True, "reentrant": False}})
             elif t == "acquire":
+                if not coord.is_started:
+                    coord.start(start_heart=True)
                 lock = coord.get_lock(m["key"].encode())
                 if lock.acquire(blocking=m["ttl_ms"] / 2000):
                     value = lock._lock.local.token.decode()  # the value tooz stored, to name the lease
