@@ -441,6 +441,9 @@ func (e *external) Acquire(ctx context.Context, key string, ttl time.Duration) (
 	if r.Token != nil {
 		l.Token = *r.Token
 	}
+	if err := e.plausible(r, ttl); err != nil {
+		return nil, err
+	}
 	switch {
 	case r.ValidityMS != nil:
 		l.Deadline = sent.Add(ms(*r.ValidityMS))
@@ -451,6 +454,24 @@ func (e *external) Acquire(ctx context.Context, key string, ttl time.Duration) (
 		l.Validity = max(time.Until(l.Deadline), 0)
 	}
 	return l, nil
+}
+
+// plausible refuses a validity far beyond the TTL asked for: a library may round a TTL up (to whole
+// seconds, say), but a promise of more than twice the TTL (at least the TTL plus a second) is a
+// broken client, and the workload, which holds leases across their validity, would hang on it.
+func (e *external) plausible(r clientproto.Reply, ttl time.Duration) error {
+	if r.ValidityMS == nil {
+		return nil
+	}
+	if v, most := ms(*r.ValidityMS), ttl+max(ttl, time.Second); v > most {
+		e.mu.Lock()
+		e.breakLocked(fmt.Errorf("promised a validity of %v for a TTL of %v (more than %v)", v, ttl, most))
+		err := e.broken
+		e.mu.Unlock()
+		e.kill()
+		return err
+	}
+	return nil
 }
 
 // Release implements Locker.
@@ -479,6 +500,9 @@ func (e *external) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Le
 	if r.Type == clientproto.TypeError {
 		return nil, replyError(req.Type, r)
 	}
+	if err := e.plausible(r, ttl); err != nil {
+		return nil, err
+	}
 	nl := *l
 	nl.Start, nl.Deadline = sent, sent.Add(ttl)
 	if r.ValidityMS != nil {
@@ -502,7 +526,8 @@ func (e *external) Notify(f func(LeaseEvent)) {
 	e.mu.Unlock()
 }
 
-// signal sends sig to the program's process group.
+// signal sends sig to the program's process group. The program leads its group (its pgid is its
+// pid), so it cannot leave it; what it starts may, and dies with it through the PID namespace.
 func (e *external) signal(sig syscall.Signal) error {
 	if err := syscall.Kill(-e.cmd.Process.Pid, sig); err != nil {
 		return fmt.Errorf("%s: %v: %w", e.name, sig, err)
@@ -535,7 +560,7 @@ func (e *external) kill() {
 	e.mu.Lock()
 	e.killed = true
 	e.mu.Unlock()
-	syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	e.signal(syscall.SIGKILL) // in its own PID namespace, the kernel then kills all it started
 }
 
 // Close implements Locker: the program is killed (a retired process id never comes back) and

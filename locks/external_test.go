@@ -56,7 +56,7 @@ func TestClientInitFailures(t *testing.T) {
 // Replies that break the protocol never become a lease: the acquire is unknown and the program is
 // broken, so the run stops rather than guess.
 func TestClientBrokenReplies(t *testing.T) {
-	for _, mode := range []string{"unknown-id", "twice", "no-value", "negative-validity", "validity-missing", "huge-line", "unknown-field", "wrong-type", "close-stdout", "exit-mid-run", "string-id", "depth", "token", "other-key", "empty-line"} {
+	for _, mode := range []string{"unknown-id", "twice", "no-value", "negative-validity", "validity-missing", "huge-line", "unknown-field", "wrong-type", "close-stdout", "exit-mid-run", "string-id", "depth", "token", "other-key", "empty-line", "huge-validity"} {
 		t.Run(mode, func(t *testing.T) {
 			e, err := badClient(t, mode)
 			if err != nil {
@@ -276,3 +276,4 @@ func TestShippedClients(t *testing.T) {
 		})
 	}
 }
+

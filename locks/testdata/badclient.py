@@ -85,6 +85,8 @@ for line in sys.stdin:
         if n == 1:
             time.sleep(0.6)
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "v%d" % n})
+    elif mode == "huge-validity":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "v", "validity_ms": 3600000})
     elif mode == "depth":
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "v", "depth": 2})
     elif mode == "token":
