@@ -276,4 +276,3 @@ func TestShippedClients(t *testing.T) {
 		})
 	}
 }
-
