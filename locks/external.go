@@ -178,10 +178,10 @@ func (e *external) start(command []string, shim string) error {
 
 // wait reaps the program; an exit nobody asked for breaks it.
 func (e *external) wait() {
-	err := e.cmd.Wait()
+	e.cmd.Wait()
 	e.mu.Lock()
 	if !e.killed {
-		e.breakLocked(fmt.Errorf("exited (%v)", err))
+		e.breakLocked(fmt.Errorf("exited (%v)", e.cmd.ProcessState))
 	}
 	for id, ch := range e.pending { // killed by the harness: what it was doing is unknown
 		close(ch)
