@@ -36,12 +36,18 @@ type external struct {
 
 	mu      sync.Mutex
 	nextID  int64
-	pending map[int64]chan clientproto.Reply
+	pending map[int64]waiting
 	late    map[int64]bool     // ids the driver stopped waiting for: a reply to them is dropped
 	granted map[[2]string]bool // leases (key, value) the program was granted
 	broken  error
 	killed  bool
 	notify  func(LeaseEvent)
+}
+
+// waiting is a request sent and not yet answered.
+type waiting struct {
+	ch  chan clientproto.Reply
+	req clientproto.Request
 }
 
 // ClientInitTimeout is how long a client program may take to answer init, by default: generous,
@@ -90,7 +96,7 @@ func startExternal(command []string, nodes []Endpoint, o Options) (*external, er
 		shim:      o.ClockShim != "",
 		ttl:       o.TTL,
 		exited:    make(chan struct{}),
-		pending:   map[int64]chan clientproto.Reply{},
+		pending:   map[int64]waiting{},
 		late:      map[int64]bool{},
 		granted:   map[[2]string]bool{},
 	}
@@ -183,8 +189,8 @@ func (e *external) wait() {
 	if !e.killed {
 		e.breakLocked(fmt.Errorf("exited (%v)", e.cmd.ProcessState))
 	}
-	for id, ch := range e.pending { // killed by the harness: what it was doing is unknown
-		close(ch)
+	for id, w := range e.pending { // killed by the harness: what it was doing is unknown
+		close(w.ch)
 		delete(e.pending, id)
 	}
 	e.mu.Unlock()
@@ -247,9 +253,13 @@ func (e *external) deliver(m clientproto.Reply) error {
 		return nil
 	}
 	id := *m.InReplyTo
-	if ch, ok := e.pending[id]; ok {
+	if w, ok := e.pending[id]; ok {
 		delete(e.pending, id)
-		ch <- m
+		if w.req.Type == clientproto.TypeAcquire && m.Type == clientproto.TypeAcquireOK && m.Value != "" {
+			// Known before the next line is read: an event may follow the grant at once.
+			e.granted[[2]string{w.req.Key, m.Value}] = true
+		}
+		w.ch <- m
 		return nil
 	}
 	if e.late[id] {
@@ -268,8 +278,8 @@ func (e *external) breakLocked(err error) {
 	if e.broken == nil {
 		e.broken = &BrokenClientError{Err: fmt.Errorf("%s: %w; its stderr ends: %s", e.name, err, lastLogLines(e.logPath))}
 	}
-	for id, ch := range e.pending {
-		close(ch)
+	for id, w := range e.pending {
+		close(w.ch)
 		delete(e.pending, id)
 	}
 }
@@ -338,7 +348,7 @@ func (e *external) call(ctx context.Context, req *clientproto.Request, body any)
 	}
 	req.ID = e.nextID
 	e.nextID++
-	e.pending[req.ID] = ch
+	e.pending[req.ID] = waiting{ch: ch, req: *req}
 	e.mu.Unlock()
 	if body == nil {
 		body = req
@@ -434,9 +444,6 @@ func (e *external) Acquire(ctx context.Context, key string, ttl time.Duration) (
 	if r.Type == clientproto.TypeError {
 		return nil, replyError(req.Type, r)
 	}
-	e.mu.Lock()
-	e.granted[[2]string{key, r.Value}] = true
-	e.mu.Unlock()
 	l := &Lease{Key: key, Value: r.Value, Start: sent, Depth: r.Depth}
 	if r.Token != nil {
 		l.Token = *r.Token

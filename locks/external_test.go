@@ -101,6 +101,25 @@ func TestClientForeignEvent(t *testing.T) {
 	}
 }
 
+// An event right after the grant it names is the lease's news, not a stranger's.
+func TestClientEventAfterGrant(t *testing.T) {
+	e, err := badClient(t, "renew-at-once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got := make(chan LeaseEvent, 1)
+	e.Notify(func(ev LeaseEvent) { got <- ev })
+	for range 20 {
+		if _, err := acquireWithin(e, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ev := <-got; ev.Lost || ev.Deadline.IsZero() {
+			t.Fatalf("event %+v, want a renewal with a deadline", ev)
+		}
+	}
+}
+
 // A reply that comes after the driver stopped waiting changes nothing: the acquire stays unknown,
 // the late ok is no lease, and the program is not broken for it.
 func TestClientLateReply(t *testing.T) {

@@ -96,6 +96,9 @@ for line in sys.stdin:
     elif mode == "empty-line":
         sys.stdout.write("\n")
         sys.stdout.flush()
+    elif mode == "renew-at-once":
+        send({"type": "acquire_ok", "in_reply_to": mid, "value": "v%d" % n})
+        send({"type": "renewed", "key": m["key"], "value": "v%d" % n, "validity_ms": 500})
     elif mode == "clock":
         send({"type": "acquire_ok", "in_reply_to": mid, "value": "%.6f" % time.time()})
     elif mode == "hang":
