@@ -53,7 +53,7 @@ type waiting struct {
 // ClientInitTimeout is how long a client program may take to answer init, by default: generous,
 // because a run starts every process's program at once and an interpreter loading its library
 // takes a second of CPU (tooz) on a busy machine.
-const ClientInitTimeout = 30 * time.Second
+const ClientInitTimeout = time.Minute
 
 // BrokenClientError is a client program that broke the protocol or died unasked: the run cannot
 // go on with it. It is indeterminate for the operation it ended (the program's effect is unknown).
