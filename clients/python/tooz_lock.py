@@ -68,8 +68,9 @@ def main():
                 if lock.acquire(blocking=m["ttl_ms"] / 2000):
                     value = lock._lock.local.token.decode()  # the value tooz stored, to name the lease
                     held[(m["key"], value)] = lock
-                    watch(lock, m["key"], value)
+                    # The grant first: an event may only name a lease the harness knows of.
                     send({"type": "acquire_ok", "in_reply_to": mid, "value": value})
+                    watch(lock, m["key"], value)
                 else:
                     send({"type": "error", "in_reply_to": mid, "code": "held"})
             elif t == "release":
