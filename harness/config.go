@@ -555,7 +555,7 @@ func (c *Config) resolveWorkload(specs []nemesis.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--guard: %w", err)
 	}
-	if g == resource.GuardFencing && !locks.GivesTokens(c.Lock) {
+	if k, err := c.kind(); g == resource.GuardFencing && (err != nil || !k.Tokens) {
 		return fmt.Errorf("--guard fencing needs a lock that hands out fencing tokens, and --lock %s gives none: use --lock fenced, or --guard check-and-set", c.Lock)
 	}
 	return nil
