@@ -123,8 +123,8 @@ func shortCommand(command []string) string {
 	return strings.Join(parts, " ")
 }
 
-// start runs the program in its own process group, killed by the kernel if the harness dies, its
-// stdin and stdout on pipes and its stderr in its log.
+// start runs the program (startProgram) with its stdin and stdout on pipes and its stderr in its
+// log, and the clock shim when one is given.
 func (e *external) start(command []string, shim string) error {
 	if err := clusters.InitClockFile(e.clockFile); err != nil {
 		return err
@@ -144,31 +144,11 @@ func (e *external) start(command []string, shim string) error {
 		inW.Close()
 		return err
 	}
-	cmd := exec.Command(command[0], command[1:]...)
 	env := append(os.Environ(), clusters.ClockFileEnv+"="+e.clockFile)
 	if shim != "" {
 		env = append(env, "LD_PRELOAD="+shim)
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = inR, outW, logf, env
-	// Own process group, so that a pause or a crash reaches everything the program runs. Pdeathsig:
-	// the kernel kills the program if the harness dies without cleaning up. Its own PID namespace
-	// where the system allows one: when the program dies, the kernel kills every process it left,
-	// even one that made itself a session of its own.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}
-	if os.Geteuid() != 0 {
-		uid, gid := os.Getuid(), os.Getgid()
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	}
-	err = cmd.Start()
-	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) {
-		// No namespaces here: the process group and Pdeathsig still hold.
-		cmd = exec.Command(command[0], command[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env = inR, outW, logf, env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		err = cmd.Start()
-	}
+	cmd, err := startProgram(command, env, inR, outW, logf)
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -180,6 +160,30 @@ func (e *external) start(command []string, shim string) error {
 	go e.wait()
 	go e.read(outR)
 	return nil
+}
+
+// startProgram starts command in its own process group, killed by the kernel if the harness dies
+// without cleaning up (Pdeathsig), and in its own PID namespace where the system allows one: when
+// the program dies, the kernel kills every process it left, even one that made itself a session of
+// its own. Without namespaces (EPERM, user namespaces off), the group and Pdeathsig still hold.
+func startProgram(command, env []string, stdin, stdout, stderr *os.File) (*exec.Cmd, error) {
+	attrs := []*syscall.SysProcAttr{{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWPID}}
+	if os.Geteuid() != 0 {
+		uid, gid := os.Getuid(), os.Getgid()
+		attrs[0].Cloneflags |= syscall.CLONE_NEWUSER
+		attrs[0].UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attrs[0].GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
+	attrs = append(attrs, &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL})
+	var err error
+	for _, a := range attrs {
+		cmd := exec.Command(command[0], command[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Env, cmd.SysProcAttr = stdin, stdout, stderr, env, a
+		if err = cmd.Start(); err == nil {
+			return cmd, nil
+		}
+	}
+	return nil, err
 }
 
 // wait reaps the program; an exit nobody asked for breaks it.
@@ -226,10 +230,7 @@ func (e *external) read(out *os.File) {
 			err = e.deliver(m)
 		}
 		if err != nil {
-			e.mu.Lock()
-			e.breakLocked(err)
-			e.mu.Unlock()
-			e.kill()
+			e.breakWith(err)
 			return
 		}
 	}
@@ -367,25 +368,26 @@ func (e *external) call(ctx context.Context, req *clientproto.Request, body any)
 		e.mu.Unlock()
 		return clientproto.Reply{}, sent, err
 	}
+	r, err := e.await(ctx, *req, ch)
+	return r, sent, err
+}
+
+// await waits for the reply to req on ch, and checks it against req and the capabilities.
+func (e *external) await(ctx context.Context, req clientproto.Request, ch chan clientproto.Reply) (clientproto.Reply, error) {
 	select {
 	case r, ok := <-ch:
 		if !ok {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return clientproto.Reply{}, sent, e.brokenOr(ErrCrashed)
+			return clientproto.Reply{}, e.brokenOr(ErrCrashed)
 		}
 		if req.Type == clientproto.TypeInit {
-			return r, sent, nil
+			return r, nil // init checks its answer itself
 		}
-		if err := clientproto.Check(*req, r, e.caps); err != nil {
-			e.mu.Lock()
-			e.breakLocked(err)
-			err = e.broken
-			e.mu.Unlock()
-			e.kill()
-			return clientproto.Reply{}, sent, err
+		if err := clientproto.Check(req, r, e.caps); err != nil {
+			return clientproto.Reply{}, e.breakWith(err)
 		}
-		return r, sent, nil
+		return r, nil
 	case <-ctx.Done():
 		e.mu.Lock()
 		if _, ok := e.pending[req.ID]; ok {
@@ -393,8 +395,18 @@ func (e *external) call(ctx context.Context, req *clientproto.Request, body any)
 			e.late[req.ID] = true
 		}
 		e.mu.Unlock()
-		return clientproto.Reply{}, sent, ctx.Err()
+		return clientproto.Reply{}, ctx.Err()
 	}
+}
+
+// breakWith marks the program broken with err, kills it, and returns the broken error.
+func (e *external) breakWith(err error) error {
+	e.mu.Lock()
+	e.breakLocked(err)
+	err = e.broken
+	e.mu.Unlock()
+	e.kill()
+	return err
 }
 
 // brokenOr is the program's broken error, or err when it is not broken (it was killed).
@@ -471,12 +483,7 @@ func (e *external) plausible(r clientproto.Reply, ttl time.Duration) error {
 		return nil
 	}
 	if v, most := ms(*r.ValidityMS), ttl+max(ttl, time.Second); v > most {
-		e.mu.Lock()
-		e.breakLocked(fmt.Errorf("promised a validity of %v for a TTL of %v (more than %v)", v, ttl, most))
-		err := e.broken
-		e.mu.Unlock()
-		e.kill()
-		return err
+		return e.breakWith(fmt.Errorf("promised a validity of %v for a TTL of %v (more than %v)", v, ttl, most))
 	}
 	return nil
 }
