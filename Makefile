@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test vet tidy newcomer bench demo scenarios $(SCENARIOS) counter-figures etcd-figures card selftest clean
+.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card selftest clean
 
 all: build
 
@@ -64,6 +64,11 @@ BENCH_SIZES ?= 100000 1000000 10000000
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
 	SIZES="$(BENCH_SIZES)" scripts/bench-check.sh $(BIN) $(BEFORE)
+	scripts/bench-protocol.sh $(BIN)
+
+# The client protocol's overhead: py-redis against the built-in single lock, side by side (docs/protocol.md).
+bench-protocol: build
+	scripts/bench-protocol.sh $(BIN)
 
 demo: deps build
 	@scripts/demo.sh $(BIN) $(STORE)

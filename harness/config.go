@@ -111,6 +111,12 @@ type Config struct {
 	// moves clocks. Nodes run without the shim unless a nemesis needs it.
 	ClockShim string `json:"clock_shim,omitempty"`
 
+	// ClientCmd is the program and arguments of --lock client, its program's path made absolute.
+	ClientCmd []string `json:"client_cmd,omitempty"`
+	// ClientCaps are what --lock client's program offers (validity, token, extend, watchdog,
+	// reentrant), as the user declares them; the program's init_ok must not claim less.
+	ClientCaps []string `json:"client_capabilities,omitempty"`
+
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
@@ -120,6 +126,9 @@ type Config struct {
 func (c *Config) Resolve() error {
 	if err := locks.Validate(c.Lock); err != nil {
 		return fmt.Errorf("--lock: %w", err)
+	}
+	if err := c.resolveClient(); err != nil {
+		return err
 	}
 	if c.Nemesis == "" {
 		c.Nemesis = "none"
@@ -170,7 +179,7 @@ func (c *Config) Resolve() error {
 	if c.WatchdogTimeout < 0 {
 		return fmt.Errorf("--watchdog-timeout must not be negative, got %v", time.Duration(c.WatchdogTimeout))
 	}
-	if k, err := locks.Lookup(c.Lock); err == nil && !k.Open && c.WatchdogTimeout > 0 {
+	if k, err := c.kind(); err == nil && !k.Open && c.WatchdogTimeout > 0 {
 		return fmt.Errorf("--watchdog-timeout applies to watchdog locks (watchdog, r2m), not --lock %s: drop it", c.Lock)
 	}
 	if c.Recovery < 0 {
@@ -261,6 +270,9 @@ func (c *Config) resolveSystem() error {
 	if err := systems.Validate(c.System); err != nil {
 		return fmt.Errorf("--system: %w", err)
 	}
+	if c.Lock == locks.ClientLock && c.System != needs.System {
+		needs.System, needs.Nodes = c.System, 0 // a user's program runs on the system the user names
+	}
 	if c.System != needs.System {
 		return fmt.Errorf("--system %s: --lock %s runs on %s: drop --system", c.System, c.Lock, needs.System)
 	}
@@ -333,7 +345,7 @@ func (c *Config) layout() []systems.Node {
 // resolveNodes checks the node count of redis-masters against the lock: single and fenced use one
 // node, Redlock a majority of an odd count (def is the lock's default).
 func (c *Config) resolveNodes(def int) error {
-	one := def == 1
+	one := def == 1 && c.Lock != locks.ClientLock
 	base := locks.Base(c.Lock) // a self-test mutant takes the nodes of the lock it breaks
 	if c.Nodes < 0 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
@@ -382,11 +394,15 @@ func (c *Config) resolveHold() error {
 		}
 		return nil
 	}
-	kind, err := locks.Lookup(c.Lock)
+	kind, err := c.kind()
 	if err != nil {
 		return err
 	}
 	switch {
+	case c.Extend && kind.NoExtend && c.Lock == locks.ClientLock:
+		return fmt.Errorf("--extend: --lock client cannot renew a lease on request unless its program offers extend: add --client-capabilities extend (and answer extend requests), or drop --extend")
+	case c.Extend && kind.NoExtend && kind.Program:
+		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (its library offers no renewal the client can ask for): drop --extend", c.Lock)
 	case c.Extend && kind.NoExtend:
 		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (a watchdog lock renews by itself; seed 002's locks have no renewal): drop --extend", c.Lock)
 	case c.Careful && kind.Open:
@@ -402,7 +418,7 @@ func (c *Config) resolveHold() error {
 // Expiry is the longest a lease outlives a holder that died: the watchdog timeout for watchdog
 // locks, else the TTL.
 func (c *Config) Expiry() time.Duration {
-	if k, err := locks.Lookup(c.Lock); err == nil && k.Open && c.WatchdogTimeout > 0 {
+	if k, err := c.kind(); err == nil && k.Open && c.WatchdogTimeout > 0 {
 		return time.Duration(c.WatchdogTimeout)
 	}
 	return time.Duration(c.TTL)
@@ -539,7 +555,7 @@ func (c *Config) resolveWorkload(specs []nemesis.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--guard: %w", err)
 	}
-	if g == resource.GuardFencing && !locks.GivesTokens(c.Lock) {
+	if k, err := c.kind(); g == resource.GuardFencing && (err != nil || !k.Tokens) {
 		return fmt.Errorf("--guard fencing needs a lock that hands out fencing tokens, and --lock %s gives none: use --lock fenced, or --guard check-and-set", c.Lock)
 	}
 	return nil

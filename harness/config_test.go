@@ -71,6 +71,11 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"hidden name", func(c *Config) { c.Name = ".x" }, "not starting with a dot"},
 		{"name latest", func(c *Config) { c.Name = "latest" }, "--name latest is taken by the store itself"},
 		{"name matrix", func(c *Config) { c.Name = "matrix" }, "--name matrix is taken"},
+		{"client without a command", func(c *Config) { c.Lock = "client" }, "--lock client needs the program to run: add --client-cmd"},
+		{"client command missing", func(c *Config) { c.Lock, c.ClientCmd = "client", []string{"./no/such/client"} }, `--client-cmd: cannot run "./no/such/client"`},
+		{"client command on a built-in lock", func(c *Config) { c.ClientCmd = []string{"true"} }, "belong to --lock client, not --lock single"},
+		{"unknown client capability", func(c *Config) { c.Lock, c.ClientCmd, c.ClientCaps = "client", []string{"true"}, []string{"telepathy"} }, `unknown capability "telepathy"`},
+		{"extend on a client without it", func(c *Config) { c.Lock, c.ClientCmd, c.Extend = "client", []string{"true"}, true }, "--lock client cannot renew"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

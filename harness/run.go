@@ -387,6 +387,9 @@ type system struct {
 	store   *resource.Store
 	resNode *clusters.Node
 	faults  *workloads.ClientFaults
+	// clients is where client programs keep their logs; clientShim the clock shim they load.
+	clients    string
+	clientShim string
 
 	closers []func()
 	once    sync.Once
@@ -395,12 +398,15 @@ type system struct {
 // startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
 // resource. On error everything started is stopped again.
 func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
-	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients)}
+	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients), clients: filepath.Join(dir, "clients")}
 	defer func() {
 		if err != nil {
 			sys.close()
 		}
 	}()
+	if sys.clientShim, err = cfg.clientShim(ctx); err != nil {
+		return nil, err
+	}
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	if sys.sut, err = systems.Start(ctx, cfg.System, cfg.systemConfig(nodesDir, shim, log)); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
@@ -505,8 +511,15 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 			opts := locks.Options{
 				NodeTimeout: time.Duration(cfg.NodeTimeout), WatchdogTimeout: cfg.Expiry(),
 				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process),
+				Process: process, TTL: time.Duration(cfg.TTL), KeyPrefix: workloads.KeyPrefix, ClientDir: s.clients,
+				ClientCmd: cfg.ClientCmd, ClockShim: s.clientShim,
+				ClientOptions: map[string]string{"node_timeout_ms": strconv.FormatInt(time.Duration(cfg.NodeTimeout).Milliseconds(), 10)},
 			}
-			return locks.New(cfg.Lock, eps, opts)
+			kind, err := cfg.kind()
+			if err != nil {
+				return nil, err
+			}
+			return locks.Build(kind, eps, opts)
 		},
 	}
 }

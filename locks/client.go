@@ -44,6 +44,13 @@ type ClockShifter interface {
 	ShiftClock(offset time.Duration) error
 }
 
+// Breakable is a client that can break for good: a client program that broke the protocol or died
+// unasked. Broken says why, or nil. The workload ends the run when a process it retires is broken:
+// the history must not go on with guesses about what the program did.
+type Breakable interface {
+	Broken() error
+}
+
 // CrashPoint names a place inside a lock's acquire where a client-crash nemesis may kill the client
 // (between SETNX and EXPIRE, say). A lock that has such points calls Options.Crash(point) there; a
 // non-nil error means the client died at that point: the lock returns that error at once, with no

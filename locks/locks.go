@@ -142,6 +142,28 @@ type Options struct {
 	Clock func() time.Time
 	// Crash is called by a lock at its crash points (see CrashPoint); nil means never crash.
 	Crash func(point CrashPoint) error
+
+	// The fields below are for client programs (the client protocol, locks/external.go).
+
+	// Process is the process id the Locker serves; a client program gets it in init.
+	Process int
+	// TTL is the run's lease TTL, sent in init.
+	TTL time.Duration
+	// KeyPrefix is the prefix of every key the workload asks for, sent in init.
+	KeyPrefix string
+	// ClientDir is where client programs keep their logs (pN.log) and clock files.
+	ClientDir string
+	// ClientCmd is the program and arguments of --lock client.
+	ClientCmd []string
+	// ClientCaps are the capabilities the user declared for --lock client; the program's init_ok
+	// must offer each of them.
+	ClientCaps []string
+	// ClientOptions are passed to the program in init as they are.
+	ClientOptions map[string]string
+	// ClockShim is the clock shim loaded into client programs (LD_PRELOAD); empty loads none.
+	ClockShim string
+	// ClientInitTimeout bounds a program's answer to init; zero means ClientInitTimeout.
+	ClientInitTimeout time.Duration
 }
 
 // now reads the client's wall clock.
@@ -200,6 +222,14 @@ func New(name string, nodes []Endpoint, opts Options) (Locker, error) {
 	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("lock %s needs at least one node", name)
+	}
+	return k.Build(nodes, opts.withDefaults())
+}
+
+// Build builds a lock of kind k over the given nodes (New, for a kind already looked up).
+func Build(k Kind, nodes []Endpoint, opts Options) (Locker, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("lock %s needs at least one node", k.Name)
 	}
 	return k.Build(nodes, opts.withDefaults())
 }

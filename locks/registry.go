@@ -2,7 +2,11 @@ package locks
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sort"
+
+	"github.com/lockpick-dev/lockpick/clients"
 )
 
 // Kind describes one lock implementation: what it needs to run and how to build it. A new lock is
@@ -22,6 +26,10 @@ type Kind struct {
 	Open bool
 	// NoExtend: the lock cannot renew a lease on request (--extend is refused).
 	NoExtend bool
+	// Program: the lock is a client program speaking the client protocol (docs/protocol.md), one
+	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
+	// of nodes, with the capabilities the user declares (WithCapabilities).
+	Program bool
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
 	Probe func(nodes []Node) (ProbeCloser, error)
@@ -43,7 +51,49 @@ func kinds() []Kind {
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "etcd", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
 		{Name: "etcd-unlock-retry", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
+		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
+		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
+		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, Build: shipped("php", "php/malkusch.php")},
+		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
+	}
+}
+
+// ClientLock is the lock that runs the user's client program (--lock client --client-cmd ...).
+const ClientLock = "client"
+
+// ClientCapabilities are the capabilities a client program may declare (docs/protocol.md).
+var ClientCapabilities = []string{"validity", "token", "extend", "watchdog", "reentrant"}
+
+// WithCapabilities is the client lock k with the capabilities caps its user declared: a watchdog
+// library's leases last until release unless it also gives validity; extend allows --extend; token
+// lets a resource guard with its fencing tokens. Each declared capability is checked against the
+// program's init_ok.
+func WithCapabilities(k Kind, caps []string) Kind {
+	has := func(c string) bool { return slices.Contains(caps, c) }
+	k.Open = has("watchdog") && !has("validity")
+	k.NoExtend = !has("extend")
+	k.Tokens = has("token")
+	build := k.Build
+	k.Build = func(n []Endpoint, o Options) (Locker, error) {
+		o.ClientCaps = caps
+		return build(n, o)
+	}
+	return k
+}
+
+// python is the interpreter of the shipped Python clients: Debian's, whose modules (python3-redis,
+// python3-tooz) a python3 earlier on PATH may lack.
+const python = "/usr/bin/python3"
+
+// shipped builds a shipped client program (package clients) run by interpreter.
+func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error) {
+	return func(n []Endpoint, o Options) (Locker, error) {
+		path, err := clients.Install(filepath.Join(o.ClientDir, "programs"), file)
+		if err != nil {
+			return nil, err
+		}
+		return newProgram([]string{interpreter, path}, n, o)
 	}
 }
 

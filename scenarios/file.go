@@ -112,7 +112,7 @@ func (e Expectation) Met(r *checker.Result) []string {
 }
 
 // fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "etcd_server", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "reentrant", "seed", "nemeses", "expect"}
+var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "etcd_server", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "reentrant", "client", "seed", "nemeses", "expect"}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
@@ -227,6 +227,8 @@ func parse(data []byte) (Scenario, error) {
 			if v.Kind != yaml.ScalarNode || err != nil {
 				err = fmt.Errorf("must be a whole number of at least 0, got %q", v.Value)
 			}
+		case "client":
+			c.ClientCmd, c.ClientCaps, err = clientBlock(v)
 		case "nemeses":
 			specs, err = nemeses(v)
 		case "expect":
@@ -273,6 +275,40 @@ func fieldError(err error) error {
 		return fmt.Errorf("%s%s", field, strings.TrimPrefix(msg, m[0]))
 	}
 	return err
+}
+
+// clientBlock reads the client block of --lock client: its command (a text split at spaces, or a
+// list of words) and the capabilities its program offers.
+func clientBlock(v *yaml.Node) (cmd, caps []string, err error) {
+	if v.Kind != yaml.MappingNode {
+		return nil, nil, errors.New("must be a mapping: client: {command: ./myclient.py, capabilities: [validity, extend]}")
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, val := v.Content[i], v.Content[i+1]
+		switch {
+		case k.Value == "command" && val.Kind == yaml.ScalarNode:
+			cmd = strings.Fields(val.Value)
+		case k.Value == "command" && val.Kind == yaml.SequenceNode, k.Value == "capabilities" && val.Kind == yaml.SequenceNode:
+			var words []string
+			for _, w := range val.Content {
+				if w.Kind != yaml.ScalarNode || w.Value == "" {
+					return nil, nil, fmt.Errorf("line %d: %s: each entry must be a non-empty text", w.Line, k.Value)
+				}
+				words = append(words, w.Value)
+			}
+			if k.Value == "command" {
+				cmd = words
+			} else {
+				caps = words
+			}
+		default:
+			return nil, nil, fmt.Errorf("line %d: %s: the client block has command (a text or a list) and capabilities (a list)", k.Line, k.Value)
+		}
+	}
+	if len(cmd) == 0 {
+		return nil, nil, errors.New("needs a command: client: {command: ./myclient.py}")
+	}
+	return cmd, caps, nil
 }
 
 func str(v *yaml.Node) (string, error) {

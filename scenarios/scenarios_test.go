@@ -71,6 +71,19 @@ func TestParseReadsEveryField(t *testing.T) {
 	}
 }
 
+// A client block gives --lock client its command and capabilities; the program is found on PATH.
+func TestParseClientBlock(t *testing.T) {
+	text := strings.Replace(strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1), "lock: redlock", "lock: client\nclient:\n  command: [true, --flag]\n  capabilities: [validity, extend]", 1)
+	text = strings.Replace(text, "nodes: 3\n", "", 1)
+	s, err := Parse("x.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Config; c.Lock != "client" || len(c.ClientCmd) != 2 || c.ClientCmd[1] != "--flag" || strings.Join(c.ClientCaps, ",") != "validity,extend" {
+		t.Fatalf("config %+v", c)
+	}
+}
+
 // A bad file is refused with the file, the field and what is allowed.
 func TestParseErrorsNameFileFieldAndFix(t *testing.T) {
 	cases := []struct{ edit, old, want string }{
@@ -90,6 +103,9 @@ func TestParseErrorsNameFileFieldAndFix(t *testing.T) {
 		{"clients: 4", "clients: 4\ninterval: 0s", `interval: must be positive`},
 		{"clients: 4", "clients: 1001", `clients must lie between 1 and 1000`},
 		{"name: x", "name: y", `name "y" differs from the file name`},
+		{"seed: 7", "seed: 7\nclient: ./c.py", `client: must be a mapping`},
+		{"seed: 7", "seed: 7\nclient: {capabilities: [validity]}", `client: needs a command`},
+		{"seed: 7", "seed: 7\nclient: {command: true, colour: red}", `colour: the client block has command`},
 	}
 	base := strings.Replace(good, "  - restart-delayed\nexpect", "expect", 1)
 	for _, c := range cases {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lockpick and its CI need and does not find: redis-server, etcd, a C compiler and the libc
-# headers (the clock shim), make; and, when it may install, git and CA certificates. Go itself must
+# headers (the clock shim), make; and, when it may install, git, CA certificates and the packages of
+# the shipped lock clients (python3-redis, python3-tooz, php-cli, php-redis, php-malkusch-lock). Go itself must
 # be on PATH. As root on Debian it installs with apt-get, without questions (CI runs it with no
 # stdin); otherwise it prints the line that installs what is required.
 set -euo pipefail
@@ -16,6 +17,13 @@ command -v go >/dev/null 2>&1 || { echo "lockpick needs Go 1.26 or newer on PATH
 # Installed when this script may install, never a reason to stop.
 want=()
 command -v git >/dev/null 2>&1 || want+=(git)
+# The shipped lock clients (--lock py-redis, py-tooz, php-malkusch; docs/protocol.md): Debian's
+# python3 with redis-py and tooz, and PHP with phpredis and malkusch/lock.
+/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || want+=(python3-redis)
+/usr/bin/python3 -c 'import tooz' >/dev/null 2>&1 || want+=(python3-tooz)
+command -v php >/dev/null 2>&1 || want+=(php-cli)
+[ -e /usr/share/php/Malkusch/Lock/autoload.php ] || want+=(php-malkusch-lock)
+{ command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qx redis; } || want+=(php-redis)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 	want=()

@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ func (c *client) open(ctx context.Context) error {
 	if c.locker, err = c.env.NewLocker(c.pid); err != nil {
 		return err
 	}
-	c.env.Faults.running(c.slot, c.pid)
+	c.env.Faults.running(c.slot, c.pid, c.locker)
 	if n, ok := c.locker.(locks.Notifier); ok {
 		pid, rec := c.pid, c.rec
 		n.Notify(func(e locks.LeaseEvent) { rec.Record(leaseEvent(pid, e, rec)) })
@@ -50,6 +51,11 @@ func (c *client) open(ctx context.Context) error {
 // retire gives the slot a fresh process id and lock client.
 func (c *client) retire() error {
 	c.locker.Close()
+	if b, ok := c.locker.(locks.Breakable); ok {
+		if err := b.Broken(); err != nil {
+			return err
+		}
+	}
 	c.pid += c.clients
 	return c.open(c.opCtx)
 }
@@ -154,10 +160,10 @@ func reason(err error) string {
 }
 
 // runSlots opens a warmed client for every slot, all of them before any slot starts work, then runs
-// work once per slot, concurrently, and joins their errors. Opening first keeps the burst of
+// work once per slot, concurrently, and returns the first slot's error (see firstError). Opening first keeps the burst of
 // connections at the start (a hundred clients dialling every node) away from the first operations,
 // whose timeouts it would otherwise decide.
-func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(c *client) error) error {
+func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(ctx context.Context, c *client) error) error {
 	clients := make([]*client, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -172,14 +178,42 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 			}
 		}
 	}()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return err
 	}
+	// A slot that fails (a broken client program) ends every slot's work: the run cannot go on.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for slot := range n {
-		wg.Go(func() { errs[slot] = work(clients[slot]) })
+		wg.Go(func() {
+			if errs[slot] = work(wctx, clients[slot]); errs[slot] != nil {
+				cancel()
+			}
+		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return firstError(errs)
+}
+
+// firstError is the first of errs that is not nil, on one line with the count of the others: the
+// slots of a run usually fail for one cause (a client program that cannot start), and one line
+// names it.
+func firstError(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if first != nil && more > 0 {
+		return fmt.Errorf("%w (and %d more processes failed)", first, more)
+	}
+	return first
 }
 
 // work records protected work of length d under lease.

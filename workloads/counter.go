@@ -49,7 +49,7 @@ func (c Counter) Run(ctx context.Context, env Env) error {
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = c.TTL / 4
 	}
-	return runSlots(ctx, env, c.Clients, c.TTL, func(cl *client) error { return c.process(ctx, env, cl) })
+	return runSlots(ctx, env, c.Clients, c.TTL, func(ctx context.Context, cl *client) error { return c.process(ctx, env, cl) })
 }
 
 func (c Counter) process(ctx context.Context, env Env, cl *client) error {

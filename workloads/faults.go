@@ -28,6 +28,9 @@ type ClientFaults struct {
 	crash   *crashReq
 	offsets map[int]time.Duration // slot -> wall-clock offset
 	pids    map[int]int           // slot -> its current process id
+	// shifters: slot -> its current lock, when that lock keeps its own clock (a client program
+	// with the clock shim) rather than reading Options.Clock.
+	shifters map[int]locks.ClockShifter
 }
 
 type crashReq struct {
@@ -37,7 +40,7 @@ type crashReq struct {
 
 // NewClientFaults makes the rendezvous for a workload of clients slots.
 func NewClientFaults(clients int) *ClientFaults {
-	return &ClientFaults{Pauses: NewPauses(), clients: clients, offsets: map[int]time.Duration{}, pids: map[int]int{}}
+	return &ClientFaults{Pauses: NewPauses(), clients: clients, offsets: map[int]time.Duration{}, pids: map[int]int{}, shifters: map[int]locks.ClockShifter{}}
 }
 
 // Crash waits until a process reaches point (or any point, with CrashAny) and kills it there; it
@@ -102,7 +105,8 @@ func (f *ClientFaults) Clock(slot int) func() time.Time {
 	}
 }
 
-// ShiftClock sets slot's wall-clock offset and returns the slot's current process id.
+// ShiftClock sets slot's wall-clock offset and returns the slot's current process id. A lock with
+// a clock of its own (ClockShifter) is moved at once.
 func (f *ClientFaults) ShiftClock(slot int, offset time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -110,6 +114,9 @@ func (f *ClientFaults) ShiftClock(slot int, offset time.Duration) int {
 		delete(f.offsets, slot)
 	} else {
 		f.offsets[slot] = offset
+	}
+	if s, ok := f.shifters[slot]; ok {
+		s.ShiftClock(offset) // a program already gone has no clock left to move
 	}
 	if pid, ok := f.pids[slot]; ok {
 		return pid
@@ -120,12 +127,20 @@ func (f *ClientFaults) ShiftClock(slot int, offset time.Duration) int {
 // Slots is the number of client slots.
 func (f *ClientFaults) Slots() int { return f.clients }
 
-// running notes slot's current process id, for the events of client faults.
-func (f *ClientFaults) running(slot, pid int) {
+// running notes slot's current process id and lock, for the events of client faults. A lock with a
+// clock of its own starts at the slot's offset, as a restarted program on a skewed host would.
+func (f *ClientFaults) running(slot, pid int, lock locks.Locker) {
 	if f == nil {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.pids[slot] = pid
-	f.mu.Unlock()
+	delete(f.shifters, slot)
+	if s, ok := lock.(locks.ClockShifter); ok {
+		f.shifters[slot] = s
+		if off := f.offsets[slot]; off != 0 {
+			s.ShiftClock(off)
+		}
+	}
 }

@@ -60,8 +60,11 @@ type Env struct {
 	Faults *ClientFaults
 }
 
+// KeyPrefix starts every lock key.
+const KeyPrefix = "lockpick:"
+
 // KeyName is the lock key with index i.
-func KeyName(i int) string { return "lockpick:" + strconv.Itoa(i) }
+func KeyName(i int) string { return KeyPrefix + strconv.Itoa(i) }
 
 // Run drives the processes until ctx is done. Each process finishes the operation it is in, and
 // releases a lease it holds, before it stops: a run's end never leaves a hold half recorded.
@@ -76,7 +79,7 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 		m.ThinkMax = 20 * time.Millisecond
 	}
 	m.turns = newTurns(m.Groups, 2*m.TTL)
-	return runSlots(ctx, env, m.Clients, m.TTL, func(c *client) error { return m.process(ctx, env, c) })
+	return runSlots(ctx, env, m.Clients, m.TTL, func(ctx context.Context, c *client) error { return m.process(ctx, env, c) })
 }
 
 // process is one worker slot. Its process id changes after every indeterminate result.

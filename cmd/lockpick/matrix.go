@@ -75,6 +75,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 				for _, n := range nemeses {
 					cfg := base
 					cfg.Lock, cfg.Nemesis = l, n
+					cellClient(&cfg)
 					if err := cfg.Resolve(); err != nil {
 						return err
 					}
@@ -115,6 +116,8 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
 	f.IntVar(&parallel, "parallel", 1, "runs at once (each run mostly waits, and has its own nodes and ports)")
 	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
+	f.Var(wordsValue{&base.ClientCmd}, "client-cmd", "the program of the client lock in --locks and its arguments, split at spaces (docs/protocol.md)")
+	f.StringSliceVar(&base.ClientCaps, "client-capabilities", nil, fmt.Sprintf("what the client lock's program offers, comma-separated: %v", locks.ClientCapabilities))
 	f.IntVar(&base.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
 	f.IntVar(&base.Keys, "keys", 1, "lock keys the clients contend for")
@@ -271,6 +274,7 @@ func (m *matrixRun) run(job matrixJob, cells []*results.Cell) error {
 	c := job.cell
 	cfg := m.base
 	cfg.Lock, cfg.Nemesis, cfg.Seed = c.Lock, c.Nemesis, job.seed
+	cellClient(&cfg)
 	cfg.Name = "matrix-" + c.Lock + "-" + nemesis.Slug(c.Nemesis)
 	var progress io.Writer
 	if m.parallel == 1 {
@@ -311,4 +315,11 @@ func (m *matrixRun) run(job matrixJob, cells []*results.Cell) error {
 		return fmt.Errorf("interrupted; partial report card in %s", m.dir)
 	}
 	return nil
+}
+
+// cellClient keeps --client-cmd and --client-capabilities for the client lock's cells alone.
+func cellClient(cfg *harness.Config) {
+	if cfg.Lock != locks.ClientLock {
+		cfg.ClientCmd, cfg.ClientCaps = nil, nil
+	}
 }

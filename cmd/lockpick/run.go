@@ -77,6 +77,8 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Lock, "lock", "redlock", fmt.Sprintf("lock under test: %v", locks.Names()))
+	f.Var(wordsValue{&cfg.ClientCmd}, "client-cmd", "the program of --lock client and its arguments, split at spaces (it speaks the client protocol: docs/protocol.md)")
+	f.StringSliceVar(&cfg.ClientCaps, "client-capabilities", nil, fmt.Sprintf("what the program of --lock client offers, comma-separated: %v", locks.ClientCapabilities))
 	f.StringVar(&cfg.Nemesis, "nemesis", "none", fmt.Sprintf("fault to inject: %v", nemesis.Names()))
 	f.StringVar(&cfg.Workload, "workload", "mutex", "what the clients do: mutex (acquire, hold, release) or counter (read-modify-write of a counter on a separate resource node)")
 	f.StringVar(&cfg.Guard, "guard", "", "how the counter's resource checks writes: none, fencing (needs --lock fenced) or check-and-set (default none)")
@@ -227,3 +229,20 @@ func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
+
+// wordsValue is a flag whose text is split at spaces into words (a command and its arguments).
+type wordsValue struct{ words *[]string }
+
+func (w wordsValue) String() string {
+	if w.words == nil {
+		return ""
+	}
+	return strings.Join(*w.words, " ")
+}
+
+func (w wordsValue) Set(s string) error {
+	*w.words = strings.Fields(s)
+	return nil
+}
+
+func (w wordsValue) Type() string { return "command" }

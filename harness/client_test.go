@@ -1,0 +1,46 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A client program that breaks the protocol stops the run with one line that names it, and none of
+// the programs the run started outlives it.
+func TestBrokenClientStopsTheRun(t *testing.T) {
+	for _, mode := range []string{"unknown-id", "garbage", "exit-at-once"} {
+		t.Run(mode, func(t *testing.T) {
+			mark := t.TempDir() // an argument only this test's programs carry
+			cfg := baseConfig(t)
+			cfg.Lock, cfg.TimeLimit = "client", Duration(5*time.Second)
+			cfg.ClientCmd = []string{"/usr/bin/python3", "../locks/testdata/badclient.py", mode, mark}
+			began := time.Now()
+			_, err := Run(context.Background(), cfg, nil)
+			if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "(python3 badclient.py "+mode) {
+				t.Fatalf("run: %v; want one line naming the client", err)
+			}
+			if d := time.Since(began); d > 4*time.Second {
+				t.Errorf("the run took %v to stop", d)
+			}
+			if pids := running(mark); len(pids) > 0 {
+				t.Fatalf("client programs outlived the run: %v", pids)
+			}
+		})
+	}
+}
+
+// running lists the processes whose command line contains mark.
+func running(mark string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), mark) {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
