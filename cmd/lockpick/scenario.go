@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -171,7 +172,18 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 	var mu sync.Mutex // w and the junit report
 	met := make([]bool, len(chosen))
 	done := make([]bool, len(chosen))
-	err = eachAtOnce(len(chosen), parallel, func(i int) error {
+	// Side by side, the longest plans start first, so that no long one is left running alone at the end.
+	order := make([]int, len(chosen))
+	for i := range order {
+		order[i] = i
+	}
+	if parallel > 1 {
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmp.Compare(chosen[b].Config.TimeLimit+chosen[b].Config.Recovery, chosen[a].Config.TimeLimit+chosen[a].Config.Recovery)
+		})
+	}
+	err = eachAtOnce(len(chosen), parallel, func(k int) error {
+		i := order[k]
 		if cmd.Context().Err() != nil {
 			return nil
 		}
