@@ -78,7 +78,7 @@ $(SCENARIOS): deps build
 
 # Every scenario, PARALLEL at a time (each on its own nodes and ports; its report printed whole when
 # it ends), stopping the fault phase at the first violation where one settles the expectation.
-PARALLEL ?= 8
+PARALLEL ?= 6
 scenarios: deps build
 	$(BIN) scenario --stop-at-first --parallel $(PARALLEL) --store $(STORE) $(ARGS)
 
