@@ -58,13 +58,16 @@ newcomer: deps
 # Checker throughput on a generated history of one million operations on one hot key, then
 # `lockpick check FILE` from disk at 100k, 1M and 10M operations: wall time, CPU, peak RSS and a hash
 # of the verdict (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same
-# files; BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in $$TMPDIR).
+# files; BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in $$TMPDIR). Last, the
+# harness at the ceiling (no think time, no holds) beside a bare go-redis loop on the same kind of
+# nodes, for single and Redlock, with and without links (docs/speed.md).
 BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
 	SIZES="$(BENCH_SIZES)" scripts/bench-check.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
+	$(GO) test ./harness -run '^$$' -bench Ceiling -benchtime 1x
 
 # The client protocol's overhead: py-redis against the built-in single lock, side by side (docs/protocol.md).
 bench-protocol: build
@@ -78,8 +81,11 @@ demo: deps build
 $(SCENARIOS): deps build
 	$(BIN) run scenarios/$@.yaml --stop-at-first --store $(STORE) $(ARGS)
 
+# Every scenario, PARALLEL at a time (each on its own nodes and ports; its report printed whole when
+# it ends), stopping the fault phase at the first violation where one settles the expectation.
+PARALLEL ?= 6
 scenarios: deps build
-	$(BIN) scenario --stop-at-first --store $(STORE) $(ARGS)
+	$(BIN) scenario --stop-at-first --parallel $(PARALLEL) --store $(STORE) $(ARGS)
 
 # Every counter scenario in turn (fails at the first outcome that differs).
 counter-figures: deps build

@@ -323,7 +323,7 @@ func (c *Config) resolveSystem() error {
 func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config {
 	return systems.Config{
 		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
-		BasePort: c.BasePort, ClockShim: shim, Logger: log,
+		BasePort: c.BasePort, ClockShim: shim, Logger: log, Direct: !c.NeedsLinks(),
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
 		Etcd: systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
 	}
@@ -474,6 +474,12 @@ func nameChar(r rune) bool {
 // NeedsClocks reports whether some nemesis moves node clocks, so the nodes need the clock shim.
 func (c *Config) NeedsClocks() bool {
 	return slices.ContainsFunc(c.Specs(), nemesis.NeedsClocks)
+}
+
+// NeedsLinks reports whether some nemesis puts faults on links; without one, the clients of a
+// redis-masters run reach the nodes directly and pay for no proxy.
+func (c *Config) NeedsLinks() bool {
+	return slices.ContainsFunc(c.Specs(), nemesis.TouchesLinks)
 }
 
 // Specs returns the nemeses of a resolved configuration.

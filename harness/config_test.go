@@ -134,6 +134,26 @@ func TestOnlyClockNemesesNeedTheShim(t *testing.T) {
 	}
 }
 
+// Only the nemeses that put faults on links make a run's clients go through links.
+func TestOnlyNetworkNemesesNeedLinks(t *testing.T) {
+	for spec, want := range map[string]bool{
+		"none": false, "restart": false, "restart-delayed,pause": false, "clock": false, "client-pause": false,
+		"partition": true, "restart,latency": true, "failover": true,
+	} {
+		lock := "redlock"
+		if spec == "failover" {
+			lock = "sentinel"
+		}
+		cfg := Config{Lock: lock, Nemesis: spec, Clients: 10, Keys: 1, TTL: Duration(2 * time.Second), TimeLimit: Duration(10 * time.Second)}
+		if err := cfg.Resolve(); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.NeedsLinks(); got != want || cfg.systemConfig("", "", nil).Direct == want {
+			t.Errorf("%s: NeedsLinks %v, want %v", spec, got, want)
+		}
+	}
+}
+
 // The think time keeps a key's load about constant as clients are added, within [20ms, TTL].
 func TestDefaultThinkMax(t *testing.T) {
 	cases := []struct {

@@ -303,6 +303,13 @@ func builders() map[string]builder {
 // the clock shim.
 func NeedsClocks(spec Spec) bool { return spec.Name == "clock" }
 
+// TouchesLinks reports whether a spec's nemesis puts faults on links (cuts, slows or stalls network
+// paths), so that the clients must reach the nodes through links. The other nemeses act on processes
+// and clocks, and a run with only those can let its clients talk to the nodes directly.
+func TouchesLinks(spec Spec) bool {
+	return spec.Name == "partition" || spec.Name == "latency" || spec.Name == "failover"
+}
+
 // Names lists the nemeses Build knows.
 func Names() []string { return slices.Sorted(maps.Keys(builders())) }
 

@@ -1,12 +1,9 @@
 package results
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,7 +176,7 @@ func readRunData(dir string, res *checker.Result) (*runData, error) {
 	if d.clients <= 0 {
 		// Without a configured client count, one slot per process: a first pass finds how many.
 		n := 0
-		err = eachEvent(filepath.Join(dir, history.FileName), func(e *leanEvent) { n = max(n, e.Process+1) })
+		err = eachEvent(filepath.Join(dir, history.FileName), func(e *history.Event) { n = max(n, e.Process+1) })
 		if err != nil {
 			return nil, fmt.Errorf("report: %w", err)
 		}
@@ -194,50 +191,23 @@ func readRunData(dir string, res *checker.Result) (*runData, error) {
 	return d, nil
 }
 
-// leanEvent is the part of a history event the report draws. Decoding only these fields, one line
-// at a time, costs a fraction of reading the whole history into memory (the checker has done that
-// already, and a report must not double a long run's memory).
-type leanEvent struct {
-	Time     int64            `json:"time"`
-	Type     history.Type     `json:"type"`
-	Process  int              `json:"process"`
-	F        string           `json:"f"`
-	Key      string           `json:"key"`
-	Value    string           `json:"value"`
-	Deadline int64            `json:"deadline"`
-	Nodes    []string         `json:"nodes"`
-	Offsets  map[string]int64 `json:"offsets"`
-	Reason   string           `json:"reason"`
-	Plan     *history.Plan    `json:"plan"`
-}
-
-// eachEvent streams a history file; like history.Read it ignores a last line cut short by a crash.
-func eachEvent(path string, fn func(*leanEvent)) error {
+// eachEvent streams a history file with the history's own scanner (the checker's fast decoder), one
+// event at a time, so a report never holds the history; like history.Read it ignores a last line cut
+// short by a crash. fn must not keep e itself (the next event overwrites it); its fields it may keep.
+func eachEvent(path string, fn func(e *history.Event)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(b)) > 0 {
-			var e leanEvent
-			if jerr := json.Unmarshal(b, &e); jerr != nil {
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				return fmt.Errorf("%s line %d: %w", path, line, jerr)
-			}
-			fn(&e)
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s line %d: %w", path, line, err)
-		}
+	s := history.NewScanner(f)
+	for s.Scan() {
+		fn(s.Event())
 	}
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // collector pairs invokes with completions, and ok acquires with the release that ends their hold,
@@ -254,7 +224,7 @@ func newCollector(d *runData) *collector {
 	return &collector{d: d, inflight: map[int]int{}, open: map[int][]int{}, writeInv: map[int]int{}}
 }
 
-func (c *collector) event(e *leanEvent) {
+func (c *collector) event(e *history.Event) {
 	d := c.d
 	d.end = max(d.end, e.Time)
 	switch {
@@ -299,7 +269,7 @@ func (c *collector) finish() {
 
 func (d *runData) slotOf(pid int) int { return pid % d.clients }
 
-func (d *runData) acquireEvent(e *leanEvent, inflight map[int]int, open map[int][]int) {
+func (d *runData) acquireEvent(e *history.Event, inflight map[int]int, open map[int][]int) {
 	if e.Type == history.Invoke {
 		inflight[e.Process] = len(d.acquires)
 		d.acquires = append(d.acquires, acquire{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, inv: e.Time})
@@ -331,7 +301,7 @@ func (d *runData) acquireEvent(e *leanEvent, inflight map[int]int, open map[int]
 }
 
 // endHold ends the latest open hold of the process that the release names.
-func (d *runData) endHold(e *leanEvent, open map[int][]int) {
+func (d *runData) endHold(e *history.Event, open map[int][]int) {
 	hs := open[e.Process]
 	for j := len(hs) - 1; j >= 0; j-- {
 		a := &d.acquires[hs[j]]
@@ -348,7 +318,7 @@ func (d *runData) endHold(e *leanEvent, open map[int][]int) {
 	}
 }
 
-func (d *runData) nemesisEvent(e *leanEvent) {
+func (d *runData) nemesisEvent(e *history.Event) {
 	for n, off := range e.Offsets {
 		d.offsets[n] = append(d.offsets[n], offsetPoint{t: e.Time, offset: off, measured: e.Type != history.Invoke})
 	}

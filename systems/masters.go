@@ -12,10 +12,12 @@ import (
 )
 
 // masters is redis-masters: N independent redis masters (the single-node locks use one, Redlock
-// five), each reached by each client group through its own link. Roles never change.
+// five), each reached by each client group through its own link, or directly when no fault of the
+// run goes through links (Config.Direct). Roles never change.
 type masters struct {
 	cluster *clusters.Local
-	links   *links.Set
+	links   *links.Set // empty when direct
+	direct  bool
 	nodes   []Node
 	groups  []string
 }
@@ -35,11 +37,16 @@ func startMasters(ctx context.Context, cfg Config) (System, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start redis-masters: %w", err)
 	}
-	m := &masters{cluster: cluster, links: links.New(), groups: cfg.Groups}
+	m := &masters{cluster: cluster, links: links.New(), direct: cfg.Direct, groups: cfg.Groups}
 	for _, n := range cluster.Nodes() {
 		m.nodes = append(m.nodes, Node{Name: n.Name, Role: RoleMaster, Addr: n.Addr(), Data: true})
+	}
+	for _, n := range m.nodes {
 		for _, g := range cfg.Groups {
-			if _, err := m.links.Add(g, n.Name, n.Addr()); err != nil {
+			if m.direct {
+				break // no links to make
+			}
+			if _, err := m.links.Add(g, n.Name, n.Addr); err != nil {
 				m.Close()
 				return nil, err
 			}
@@ -57,8 +64,15 @@ func (m *masters) Nodes() []Node { return append([]Node(nil), m.nodes...) }
 // Roles implements System: every node is a master, always.
 func (m *masters) Roles() map[string]Role { return StaticRoles(m.nodes).Roles() }
 
-// Endpoints implements System.
+// Endpoints implements System. Direct, every group reaches each node at the node's own address.
 func (m *masters) Endpoints(group string) ([]Endpoint, error) {
+	if m.direct {
+		eps := make([]Endpoint, len(m.nodes))
+		for i, n := range m.nodes {
+			eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: n.Addr, Known: n.Addr}
+		}
+		return eps, nil
+	}
 	return groupEndpoints(m.links, group, m.nodes, func(n Node) string { return n.Addr })
 }
 

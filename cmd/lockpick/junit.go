@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,9 @@ func junitFlag(cmd *cobra.Command, what string) *string {
 
 // junitReport collects test cases for --junit; a nil *junitReport (no --junit) ignores them.
 type junitReport struct {
-	path  string
+	path string
+
+	mu    sync.Mutex // runs side by side add cases
 	suite results.JUnitSuite
 }
 
@@ -32,6 +35,8 @@ func newJUnit(path, suite string) *junitReport {
 
 func (j *junitReport) add(c results.JUnitCase) {
 	if j != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		j.suite.Cases = append(j.suite.Cases, c)
 	}
 }
@@ -41,6 +46,8 @@ func (j *junitReport) write() error {
 	if j == nil {
 		return nil
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	return results.WriteJUnit(j.path, j.suite)
 }
 
@@ -60,10 +67,12 @@ func (j *junitReport) setCells(cells []*results.Cell) {
 	if j == nil {
 		return
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.suite.Cases = nil
 	for _, c := range cells {
 		if len(c.Runs) > 0 {
-			j.add(results.CellCase(c))
+			j.suite.Cases = append(j.suite.Cases, results.CellCase(c))
 		}
 	}
 }

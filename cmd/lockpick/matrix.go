@@ -234,39 +234,13 @@ type matrixJob struct {
 }
 
 func (m *matrixRun) runAll(cells []*results.Cell, firstSeed uint64, seeds int) error {
-	jobs := make(chan matrixJob)
-	errs := make(chan error, m.parallel)
-	var wg sync.WaitGroup
-	for range m.parallel {
-		wg.Go(func() {
-			for job := range jobs {
-				if err := m.run(job, cells); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	var err error
-feed:
+	var jobs []matrixJob
 	for _, c := range cells {
 		for s := range seeds {
-			select {
-			case jobs <- matrixJob{c, firstSeed + uint64(s)}:
-			case err = <-errs:
-				break feed
-			}
+			jobs = append(jobs, matrixJob{c, firstSeed + uint64(s)})
 		}
 	}
-	close(jobs)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errs:
-		default:
-		}
-	}
-	return err
+	return eachAtOnce(len(jobs), m.parallel, func(i int) error { return m.run(jobs[i], cells) })
 }
 
 // run runs one cell at one seed and records it on the card.

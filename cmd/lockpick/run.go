@@ -153,7 +153,7 @@ func runFile(cmd *cobra.Command, file string) error {
 	if cmd.Flags().Changed("seeds") {
 		return runFileSeeds(cmd, s, o)
 	}
-	met, err := runScenario(cmd, s, o)
+	met, err := runScenario(cmd, cmd.OutOrStdout(), progressWriter(), s, o)
 	if jerr := o.junit.write(); jerr != nil && err == nil {
 		err = jerr
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,9 +47,9 @@ func settledByAViolation(e scenarios.Expectation) bool {
 	return true
 }
 
-// runScenario runs one scenario and reports whether it showed what it expects.
-func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) (met bool, err error) {
-	w := cmd.OutOrStdout()
+// runScenario runs one scenario, reports on w (the progress line, if any, goes to progress), and says
+// whether it showed what it expects.
+func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario, o scenarioOverrides) (met bool, err error) {
 	cfg := s.Config
 	cfg.Name, cfg.Revision, cfg.Command = s.Name, revision, cmdLine()
 	if o.store != "" {
@@ -70,7 +74,7 @@ func runScenario(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides) 
 	}
 	fmt.Fprintf(w, "== %s: %s\n   %s, %s, expect %s\n", s.Name, s.Why, s.File, seed, s.Expect)
 	began := time.Now()
-	out, err := harness.Run(cmd.Context(), cfg, progressWriter())
+	out, err := harness.Run(cmd.Context(), cfg, progress)
 	if err != nil {
 		o.junit.add(results.ErrorCase("lockpick.scenario", s.Name, err, time.Since(began)))
 		return false, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -97,6 +101,7 @@ func newScenarioCmd() *cobra.Command {
 	var timeLimit time.Duration
 	var etcdServer string
 	var junit *string
+	var parallel int
 	cmd := &cobra.Command{
 		Use:   "scenario [NAME|FILE.yaml...]",
 		Short: "Run scenarios and compare each outcome with the expected one",
@@ -121,6 +126,9 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				chosen = append(chosen, s)
 			}
+			if parallel < 1 {
+				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
+			}
 			if list {
 				for _, s := range chosen {
 					fmt.Fprintf(w, "%-34s %-7s %-5s expect %-28s %s\n", s.Name, s.Config.Lock, time.Duration(s.Config.TimeLimit), s.Expect, s.Why)
@@ -132,24 +140,12 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				o.seed = &seed
 			}
 			start := time.Now()
-			var failed []string
-			for _, s := range chosen {
-				met, err := runScenario(cmd, s, o)
-				if jerr := o.junit.write(); jerr != nil && err == nil {
-					err = jerr
-				}
-				if err != nil {
-					return err
-				}
-				if !met {
-					failed = append(failed, s.Name)
-				}
-				if cmd.Context().Err() != nil {
-					break
-				}
+			failed, ran, err := runScenarios(cmd, chosen, o, parallel)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(w, "%d scenarios in %v: %d met, %d not met %s\n", len(chosen), time.Since(start).Round(time.Second),
-				len(chosen)-len(failed), len(failed), strings.Join(failed, " "))
+			fmt.Fprintf(w, "%d scenarios in %v: %d met, %d not met %s\n", ran, time.Since(start).Round(time.Second),
+				ran-len(failed), len(failed), strings.Join(failed, " "))
 			if len(failed) > 0 {
 				return exitError{1}
 			}
@@ -162,6 +158,61 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
 	cmd.Flags().StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
 	cmd.Flags().BoolVar(&stopAtFirst, "stop-at-first", false, "end a scenario's fault phase at its first violation when the scenario expects violations and nothing else")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "scenarios at once (each run mostly waits, and has its own nodes and ports); each one's report is printed whole when it ends")
 	junit = junitFlag(cmd, "scenario")
 	return cmd
+}
+
+// runScenarios runs the scenarios, parallel at a time, and returns the names of those that did not
+// show what they expect (in the given order) and how many ran (an interrupt stops the rest). One at a
+// time, a scenario reports as it goes, with its progress line; several at once, each report is held
+// back and printed whole when its run ends, so reports do not interleave.
+func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOverrides, parallel int) (failed []string, ran int, err error) {
+	w := cmd.OutOrStdout()
+	var mu sync.Mutex // w and the junit report
+	met := make([]bool, len(chosen))
+	done := make([]bool, len(chosen))
+	// Side by side, the longest plans start first, so that no long one is left running alone at the end.
+	order := make([]int, len(chosen))
+	for i := range order {
+		order[i] = i
+	}
+	if parallel > 1 {
+		slices.SortStableFunc(order, func(a, b int) int {
+			return cmp.Compare(chosen[b].Config.TimeLimit+chosen[b].Config.Recovery, chosen[a].Config.TimeLimit+chosen[a].Config.Recovery)
+		})
+	}
+	err = eachAtOnce(len(chosen), parallel, func(k int) error {
+		i := order[k]
+		if cmd.Context().Err() != nil {
+			return nil
+		}
+		if parallel == 1 {
+			m, err := runScenario(cmd, w, progressWriter(), chosen[i], o)
+			met[i], done[i] = m, true
+			if jerr := o.junit.write(); jerr != nil && err == nil {
+				err = jerr
+			}
+			return err
+		}
+		var buf bytes.Buffer
+		m, err := runScenario(cmd, &buf, nil, chosen[i], o)
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(buf.Bytes())
+		met[i], done[i] = m, true
+		if jerr := o.junit.write(); jerr != nil && err == nil {
+			err = jerr
+		}
+		return err
+	})
+	for i, s := range chosen {
+		if done[i] {
+			ran++
+			if !met[i] {
+				failed = append(failed, s.Name)
+			}
+		}
+	}
+	return failed, ran, err
 }

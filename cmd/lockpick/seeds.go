@@ -122,7 +122,7 @@ func runFileSeeds(cmd *cobra.Command, s scenarios.Scenario, o scenarioOverrides)
 	missed := 0
 	for _, seed := range seeds {
 		o.seed = &seed
-		met, err := runScenario(cmd, s, o)
+		met, err := runScenario(cmd, cmd.OutOrStdout(), progressWriter(), s, o)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}

@@ -220,20 +220,10 @@ func (st *selftest) run(cmd *cobra.Command, seeds, correctSeeds, parallel int) (
 		}
 	}
 	var mu sync.Mutex // the progress lines
-	next := make(chan *selfJob)
-	var wg sync.WaitGroup
-	for range parallel {
-		wg.Go(func() {
-			for j := range next {
-				st.runJob(cmd, j, &mu)
-			}
-		})
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	_ = eachAtOnce(len(jobs), parallel, func(i int) error {
+		st.runJob(cmd, jobs[i], &mu)
+		return nil // a job's error is its own, tallied below
+	})
 	return st.tally(jobs, seeds)
 }
 
