@@ -130,38 +130,13 @@ type cardJob struct {
 }
 
 func (c *cardRun) runAll(rows []scenarios.Scenario, seeds []uint64, parallel int) error {
-	jobs := make(chan cardJob)
-	var wg sync.WaitGroup
-	var firstErr error
-	for range parallel {
-		wg.Go(func() {
-			for job := range jobs {
-				if err := c.run(job); err != nil {
-					c.mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					c.mu.Unlock()
-				}
-			}
-		})
-	}
+	var jobs []cardJob
 	for i, s := range rows {
 		for _, seed := range seeds {
-			if c.cmd.Context().Err() != nil {
-				break
-			}
-			jobs <- cardJob{row: i, s: s, seed: seed}
+			jobs = append(jobs, cardJob{row: i, s: s, seed: seed})
 		}
 	}
-	close(jobs)
-	wg.Wait()
-	return firstErr
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
+	return eachAtOnce(len(jobs), parallel, func(i int) error { return c.run(jobs[i]) })
 }
 
 // run runs one row at one seed and records it on the card.
