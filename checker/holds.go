@@ -360,7 +360,7 @@ func processOf(n string) (int, bool) {
 
 // leaseNews applies a renewal or loss the lock reported by itself to the process's hold of that
 // lease: a renewal that came while the hold lasted moves its deadline; a loss ends it there (before
-// a promised deadline, an early lease loss).
+// a promised deadline, an early lease loss; a lease with no deadline promised only that news).
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
 	r := pr.recent[e.Process]
@@ -385,7 +385,10 @@ func (pr *parser) leaseNews(e *history.Event) {
 		return
 	}
 	p.stats.Losses++
-	if e.Time < h.Deadline {
+	// A lease with no deadline promised to last until its release or until the lock said it was
+	// lost: the news is the promise kept, not broken (as a release refused as lost is, in lostAt).
+	// Had the servers dropped it earlier and let another client in, that overlap is the finding.
+	if h.Deadline != Never && e.Time < h.Deadline {
 		p.earlyLosses = append(p.earlyLosses, EarlyLoss{
 			Key: h.key, Process: e.Process, Value: h.Value, F: history.FLost, Invoke: e.Time, Completed: e.Time,
 			Deadline: h.Deadline, Early: min(h.Deadline, p.last) - e.Time, asked: h.Invoke,

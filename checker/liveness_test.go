@@ -179,3 +179,29 @@ func TestForeignUnlocksAreReported(t *testing.T) {
 		t.Fatalf("the summary does not report them:\n%s", r.Summary())
 	}
 }
+
+// A lease with no deadline (a watchdog's) lasts until its release or until the lock says it is
+// lost: the loss is no finding by itself, but a grant to another client before it is an overlap.
+func TestLostNewsOfALeaseWithNoDeadline(t *testing.T) {
+	lost := func(at int64) history.Event {
+		return history.Event{Time: at, Type: history.Info, Process: 0, F: history.FLost, Key: "k", Value: "a"}
+	}
+	told := planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 0).
+		add(lost(400)).
+		acquire(1, "k", 500, 505, history.OK, "b", 0).
+		release(1, "k", "b", 2000, 2010).
+		end(10000, history.OK, "")
+	if r := mustCheck(t, told.events()); r.EarlyLossCount != 0 || r.ViolationCount != 0 || r.Stats.Losses != 1 {
+		t.Errorf("told before anyone else got in: %d early losses, %d violations, %d losses; want 0, 0, 1", r.EarlyLossCount, r.ViolationCount, r.Stats.Losses)
+	}
+	late := planned([]string{"k"}).
+		acquire(0, "k", 0, 5, history.OK, "a", 0).
+		acquire(1, "k", 300, 305, history.OK, "b", 0).
+		add(lost(400)).
+		release(1, "k", "b", 2000, 2010).
+		end(10000, history.OK, "")
+	if r := mustCheck(t, late.events()); r.ViolationCount != 1 || r.Valid != Invalid {
+		t.Errorf("told after another client got in: %d violations, %s; want 1, invalid", r.ViolationCount, r.Valid)
+	}
+}
