@@ -387,6 +387,8 @@ func (c *Config) resolveHold() error {
 		return err
 	}
 	switch {
+	case kind.WholeSeconds && (time.Duration(c.TTL) < time.Second || time.Duration(c.TTL)%time.Second != 0):
+		return fmt.Errorf("--ttl %v: --lock %s takes its TTL in whole seconds (go-zero's SetExpire): use --ttl 1s, 2s, ...", time.Duration(c.TTL), c.Lock)
 	case c.Extend && kind.NoExtend:
 		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (a watchdog lock renews by itself; seed 002's locks have no renewal): drop --extend", c.Lock)
 	case c.Careful && kind.Open:

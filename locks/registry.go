@@ -22,6 +22,9 @@ type Kind struct {
 	Open bool
 	// NoExtend: the lock cannot renew a lease on request (--extend is refused).
 	NoExtend bool
+	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire); another TTL is
+	// refused at configuration time.
+	WholeSeconds bool
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
 	Probe func(nodes []Node) (ProbeCloser, error)
@@ -43,6 +46,14 @@ func kinds() []Kind {
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "etcd", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
 		{Name: "etcd-unlock-retry", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
+		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
+		// rueidislock.go, gozero.go).
+		{Name: "redsync", System: "redis-masters", Nodes: 5, Build: newRedsync},
+		{Name: "redsync-1", System: "redis-masters", Nodes: 1, Build: newRedsync},
+		{Name: "bsm-redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislock(n[0], o), nil }},
+		{Name: "rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
+		{Name: "go-zero", System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
+		{Name: "go-zero-default", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }
