@@ -50,6 +50,9 @@ func (g *goZero) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	rl := zredis.NewRedisLock(g.store, key)
 	seconds := goZeroSeconds(ttl)
 	if !g.noTTL {
+		if ttl < time.Second || ttl%time.Second != 0 {
+			return nil, fmt.Errorf("go-zero's SetExpire takes whole seconds, not a TTL of %v", ttl)
+		}
 		rl.SetExpire(seconds)
 	}
 	start := time.Now()

@@ -37,6 +37,10 @@ func open(t *testing.T, name string, eps []Endpoint) Locker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	if w, ok := l.(Warmer); ok {
+		// As the harness does: redsync's rounds allow 5% of the TTL, too little for a first dial.
+		w.Warm(context.Background())
+	}
 	return l
 }
 
@@ -72,7 +76,7 @@ func TestMutualExclusion(t *testing.T) {
 
 // The validity never promises more than the TTL minus the drift allowance, counted from the send.
 func TestValidityAccountsForElapsedAndDrift(t *testing.T) {
-	for _, name := range leaseLocks(func(k Kind) bool { return !k.Open && k.Name != "setnx-getset" }) {
+	for _, name := range leaseLocks(func(k Kind) bool { return !k.Open && k.Name != "setnx-getset" && k.Library == "" }) {
 		t.Run(name, func(t *testing.T) {
 			_, eps, _ := cluster(t, 5)
 			l := open(t, name, eps)
@@ -97,7 +101,7 @@ func TestValidityAccountsForElapsedAndDrift(t *testing.T) {
 }
 
 func TestExpiryLetsTheNextClientIn(t *testing.T) {
-	for _, name := range leaseLocks(func(k Kind) bool { return !k.Open && k.Name != "setnx-del" }) {
+	for _, name := range leaseLocks(func(k Kind) bool { return !k.Open && k.Name != "setnx-del" && !k.WholeSeconds }) {
 		t.Run(name, func(t *testing.T) {
 			_, eps, _ := cluster(t, 5)
 			ctx := context.Background()

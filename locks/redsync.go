@@ -48,14 +48,23 @@ func (r *redsyncLock) mutex(key string, ttl time.Duration, value string) *redsyn
 }
 
 func (r *redsyncLock) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
-	start := time.Now()
 	m := r.mutex(key, ttl, "")
 	if err := m.LockContext(ctx); err != nil {
 		return nil, r.acquireError(err)
 	}
-	now := time.Now()
-	return &Lease{Key: key, Value: m.Value(), Start: start, Deadline: m.Until(), Validity: m.Until().Sub(now)}, nil
+	return r.lease(key, m, ttl), nil
 }
+
+// lease is the lease m holds. Until() counts from the round's start inside the library, a little
+// after the call began: the lease starts there.
+func (r *redsyncLock) lease(key string, m *redsync.Mutex, ttl time.Duration) *Lease {
+	until := m.Until()
+	start := until.Add(-(ttl - time.Duration(int64(float64(ttl)*redsyncDrift))))
+	return &Lease{Key: key, Value: m.Value(), Start: start, Deadline: until, Validity: time.Until(until)}
+}
+
+// redsyncDrift is the library's default driftFactor, which the adapter keeps.
+const redsyncDrift = 0.01
 
 // redsyncTally counts what the library's joined error says about each node: taken by another
 // value (or already expired, on release), failed before the request left, or failed with the
@@ -148,13 +157,12 @@ func (r *redsyncLock) lostOrUnknown(op string, err error) error {
 // recomputed by the library from the extend's start. It renews whatever the servers still hold,
 // whether or not the lease's own validity had ended; the checker reports a late renewal.
 func (r *redsyncLock) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
-	start := time.Now()
 	m := r.mutex(l.Key, ttl, l.Value)
 	ok, err := m.ExtendContext(ctx)
 	switch {
 	case ok:
-		nl := *l
-		nl.Start, nl.Deadline, nl.Validity = start, m.Until(), time.Until(m.Until())
+		nl := *r.lease(l.Key, m, ttl)
+		nl.Nodes, nl.Token = l.Nodes, l.Token
 		return &nl, nil
 	case errors.Is(err, redsync.ErrExtendFailed):
 		return nil, fmt.Errorf("extend confirmed after the validity it would give was used up: %w", err)

@@ -22,6 +22,9 @@ type Kind struct {
 	Open bool
 	// NoExtend: the lock cannot renew a lease on request (--extend is refused).
 	NoExtend bool
+	// Library is the Go module of a third-party library the lock adapts; empty for the built-in
+	// locks. A library promises its own validity, not the Redlock spec's drift allowance.
+	Library string
 	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire); another TTL is
 	// refused at configuration time.
 	WholeSeconds bool
@@ -48,15 +51,21 @@ func kinds() []Kind {
 		{Name: "etcd-unlock-retry", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).
-		{Name: "redsync", System: "redis-masters", Nodes: 5, Build: newRedsync},
-		{Name: "redsync-1", System: "redis-masters", Nodes: 1, Build: newRedsync},
-		{Name: "bsm-redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislock(n[0], o), nil }},
-		{Name: "rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
-		{Name: "go-zero", System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
-		{Name: "go-zero-default", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
+		{Name: "redsync", Library: modRedsync, System: "redis-masters", Nodes: 5, Build: newRedsync},
+		{Name: "redsync-1", Library: modRedsync, System: "redis-masters", Nodes: 1, Build: newRedsync},
+		{Name: "bsm-redislock", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislock(n[0], o), nil }},
+		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
+		{Name: "go-zero", Library: modGoZero, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
+		{Name: "go-zero-default", Library: modGoZero, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }
+
+// Modules of the libraries adapted by more than one lock.
+const (
+	modRedsync = "github.com/go-redsync/redsync/v4"
+	modGoZero  = "github.com/zeromicro/go-zero/core/stores/redis"
+)
 
 // Lookup finds a lock by name: a built-in lock, or a self-test mutant, which runs on the system of
 // the lock it breaks.
