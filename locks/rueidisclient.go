@@ -28,10 +28,11 @@ type rueidisClient struct {
 	opts    Options
 	renewed func(key, value string)
 
-	mu     sync.Mutex
-	paused chan struct{} // closed while running
-	dead   bool
-	sent   map[string]rueidisSent // library key -> the lease it last set there
+	gate *grpcGate // etcd's pause gate serves here as well
+
+	mu   sync.Mutex
+	dead bool
+	sent map[string]rueidisSent // library key -> the lease it last set there
 }
 
 // rueidisSent is a lease the client set: its value and the last expiry time the server confirmed.
@@ -43,9 +44,7 @@ type rueidisSent struct {
 var errClientCrashed = errors.New("client crashed: nothing leaves it")
 
 func newRueidisClient(o Options, renewed func(key, value string)) *rueidisClient {
-	c := &rueidisClient{opts: o, renewed: renewed, paused: make(chan struct{}), sent: map[string]rueidisSent{}}
-	close(c.paused)
-	return c
+	return &rueidisClient{opts: o, renewed: renewed, gate: newGRPCGate(), sent: map[string]rueidisSent{}}
 }
 
 // build is the locker's ClientBuilder.
@@ -78,10 +77,7 @@ const day = int64(24 * time.Hour / time.Millisecond)
 
 // Do implements rueidis.Client.
 func (c *rueidisClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c.mu.Lock()
-	paused := c.paused
-	c.mu.Unlock()
-	<-paused // a stopped process notices no deadline until it runs again
+	c.gate.wait() // a stopped process notices no deadline until it runs again
 	c.mu.Lock()
 	dead := c.dead
 	c.mu.Unlock()
@@ -143,30 +139,10 @@ func (c *rueidisClient) value(key string) string {
 	return c.sent[key].value
 }
 
-func (c *rueidisClient) pause() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-c.paused:
-		c.paused = make(chan struct{})
-	default:
-	}
-}
-
-func (c *rueidisClient) resume() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-c.paused:
-	default:
-		close(c.paused)
-	}
-}
-
 // kill makes every later request fail, and lets a paused one go to fail.
 func (c *rueidisClient) kill() {
 	c.mu.Lock()
 	c.dead = true
 	c.mu.Unlock()
-	c.resume()
+	c.gate.resume()
 }

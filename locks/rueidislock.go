@@ -165,10 +165,10 @@ func (r *rueidisLock) Notify(f func(LeaseEvent)) {
 }
 
 // Pause implements Pausable: nothing the client sends leaves it until Resume.
-func (r *rueidisLock) Pause() error { r.client.pause(); return nil }
+func (r *rueidisLock) Pause() error { r.client.gate.pause(); return nil }
 
 // Resume implements Pausable.
-func (r *rueidisLock) Resume() error { r.client.resume(); return nil }
+func (r *rueidisLock) Resume() error { r.client.gate.resume(); return nil }
 
 // Crash implements Crashable: nothing leaves the client any more, so the locker's extensions and
 // deletes fail, and the cancellations that follow are not reported.
