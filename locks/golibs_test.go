@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -231,5 +232,24 @@ func TestRueidislockPause(t *testing.T) {
 	case <-lost:
 	case <-time.After(2 * time.Second):
 		t.Fatal("no lost event after the resume")
+	}
+}
+
+// Only a script argument that reads as a Unix time in milliseconds near now is a clock reading.
+func TestRueidisTimedScript(t *testing.T) {
+	now := strconv.FormatInt(time.Now().UnixMilli()+2000, 10)
+	for _, c := range []struct {
+		cs []string
+		ok bool
+	}{
+		{[]string{"EVALSHA", "abc", "1", "rueidislock:0:k", "v", now}, true},
+		{[]string{"EVAL", "script", "1", "rueidislock:0:k", "v", now}, true},
+		{[]string{"EVALSHA", "abc", "1", "rueidislock:0:k", "v", "2000"}, false}, // FallbackSETPX: a duration
+		{[]string{"EVALSHA", "abc", "2", "a", "b", now}, false},
+		{[]string{"SET", "k", "v", "PXAT", now, "NX"}, false},
+	} {
+		if _, _, _, ok := timedScript(c.cs); ok != c.ok {
+			t.Errorf("%v: timed %v, want %v", c.cs, ok, c.ok)
+		}
 	}
 }
