@@ -32,18 +32,7 @@ func cluster(t *testing.T, n int) (*clusters.Local, []Endpoint, []*redis.Client)
 
 func open(t *testing.T, name string, eps []Endpoint) Locker {
 	t.Helper()
-	l, err := New(name, eps, Options{NodeTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if k, _ := Lookup(name); k.Library != "" {
-		// As the harness does: redsync's rounds allow 5% of the TTL, too little for a first dial.
-		// (The built-in locks stay cold: seed 002's values are millisecond times, which a warm
-		// client re-acquiring within one millisecond would repeat.)
-		l.(Warmer).Warm(context.Background())
-	}
-	return l
+	return openWith(t, name, eps, Options{NodeTimeout: 100 * time.Millisecond})
 }
 
 func TestMutualExclusion(t *testing.T) {
