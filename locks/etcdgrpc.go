@@ -15,6 +15,7 @@ var errGRPCPaused = errors.New("client paused")
 
 // grpcGate stops an in-process etcd client as SIGSTOP stops a process: while paused, no request or
 // stream message leaves and no answer is handed back, the library's background keepalives included.
+// The rueidis client of rueidislock passes its commands through one too.
 type grpcGate struct {
 	mu     sync.Mutex
 	paused chan struct{} // closed on resume; nil while running

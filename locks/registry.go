@@ -30,6 +30,12 @@ type Kind struct {
 	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
 	// of nodes, with the capabilities the user declares (WithCapabilities).
 	Program bool
+	// Library is the Go module of a third-party library the lock adapts; empty for the built-in
+	// locks. A library promises its own validity, not the Redlock spec's drift allowance.
+	Library string
+	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire); another TTL is
+	// refused at configuration time.
+	WholeSeconds bool
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
 	Probe func(nodes []Node) (ProbeCloser, error)
@@ -55,6 +61,14 @@ func kinds() []Kind {
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, Build: shipped("php", "php/malkusch.php")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
+		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
+		// rueidislock.go, gozero.go).
+		{Name: "redsync", Library: modRedsync, System: "redis-masters", Nodes: 5, Build: newRedsync},
+		{Name: "redsync-1", Library: modRedsync, System: "redis-masters", Nodes: 1, Build: newRedsync},
+		{Name: "bsm-redislock", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislock(n[0], o), nil }},
+		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
+		{Name: "go-zero", Library: modGoZero, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
+		{Name: "go-zero-default", Library: modGoZero, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }
@@ -96,6 +110,11 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 		return newProgram([]string{interpreter, path}, n, o)
 	}
 }
+// Modules of the libraries adapted by more than one lock.
+const (
+	modRedsync = "github.com/go-redsync/redsync/v4"
+	modGoZero  = "github.com/zeromicro/go-zero/core/stores/redis"
+)
 
 // Lookup finds a lock by name: a built-in lock, or a self-test mutant, which runs on the system of
 // the lock it breaks.

@@ -69,12 +69,7 @@ func openOn(t *testing.T, sys systems.System, name string, o Options) Locker {
 	if o.NodeTimeout == 0 {
 		o.NodeTimeout = 500 * time.Millisecond
 	}
-	l, err := New(name, eps, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	return openWith(t, name, eps, o)
 }
 
 func nodeAdmin(t *testing.T, sys systems.System, name string) *redis.Client {

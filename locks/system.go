@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -72,18 +73,32 @@ type keyProbe struct {
 	clients map[string]*redis.Client
 	// hash: a lease is a hash whose fields are its holders (watchdog locks), not a string value.
 	hash bool
+	// keyName maps a lock key to the key the lock stores it under; nil means the same name.
+	keyName func(string) string
+	// hexValues: leases name their values hex-encoded (a library's binary values).
+	hexValues bool
 }
 
 // read returns key -> the lease values one node holds.
 func (p *keyProbe) read(ctx context.Context, c *redis.Client, keys []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	if !p.hash {
-		vals, err := c.MGet(ctx, keys...).Result()
+		names := keys
+		if p.keyName != nil {
+			names = make([]string, len(keys))
+			for i, k := range keys {
+				names[i] = p.keyName(k)
+			}
+		}
+		vals, err := c.MGet(ctx, names...).Result()
 		if err != nil {
 			return nil, err
 		}
 		for i, v := range vals {
 			if s, ok := v.(string); ok {
+				if p.hexValues {
+					s = hex.EncodeToString([]byte(s))
+				}
 				out[keys[i]] = append(out[keys[i]], s)
 			}
 		}
