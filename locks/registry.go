@@ -110,6 +110,7 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 		return newProgram([]string{interpreter, path}, n, o)
 	}
 }
+
 // Modules of the libraries adapted by more than one lock.
 const (
 	modRedsync = "github.com/go-redsync/redsync/v4"
