@@ -46,10 +46,14 @@ type LivenessFinding struct {
 	Description string `json:"description"`
 }
 
-// keyLive is what step 1 keeps per key for the liveness check: the refusals since its last grant.
+// keyLive is what step 1 keeps per key for the liveness check: the refusals since its last grant,
+// and when the last acquire since then that may have set the key anyway completed (an acquire that
+// timed out, or failed for a reason other than the key being held: its write may have landed, and
+// its key may live a whole lease).
 type keyLive struct {
 	lastGrant int64
 	refusals  []refusal
+	lastMaybe int64
 }
 
 type refusal struct {
@@ -64,14 +68,20 @@ func (pr *parser) acquired(key string, e *history.Event) {
 	}
 	kl := pr.p.live[key]
 	if kl == nil {
-		kl = &keyLive{lastGrant: -1}
+		kl = &keyLive{lastGrant: -1, lastMaybe: -1}
 		pr.p.live[key] = kl
 	}
 	switch e.Type {
 	case history.OK:
-		kl.lastGrant, kl.refusals = e.Time, kl.refusals[:0]
+		kl.lastGrant, kl.refusals, kl.lastMaybe = e.Time, kl.refusals[:0], -1
 	case history.Fail:
-		kl.refusals = append(kl.refusals, refusal{e.Time, e.Reason == history.ReasonHeld})
+		held := e.Reason == history.ReasonHeld
+		kl.refusals = append(kl.refusals, refusal{e.Time, held})
+		if !held {
+			kl.lastMaybe = e.Time
+		}
+	case history.Info:
+		kl.lastMaybe = e.Time
 	}
 }
 
@@ -97,7 +107,7 @@ func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 		}
 	}
 	for _, key := range run.plan.Keys {
-		if f, ok := stuck(key, p.live[key], max(l.Since, lastEnd[key]), window); ok {
+		if f, ok := stuck(key, p.live[key], max(l.Since, lastEnd[key]), expiry, window); ok {
 			f.Cause = crashesSince(st, p, lastEnd[key]-expiry)
 			f.Description = fmt.Sprintf("key %s: refused %d times (%s) from %s until %s, %s after it was last free to take, with no hold in sight; lease expiry %s",
 				key, f.Refusals, f.Kind, FormatTime(f.From), FormatTime(f.Until), FormatSpan(f.Until-f.From), FormatSpan(expiry))
@@ -122,31 +132,46 @@ func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 
 // stuck reports a key refused from `from` for longer than window: its last refusal came more than
 // window after from, and it was refused ever since (no grant: the refusals are those since the last
-// grant).
-func stuck(key string, kl *keyLive, from, window int64) (LivenessFinding, bool) {
+// grant). It is a deadlock when mostly refused as held for longer than window after every key an
+// acquire may have left had expired: a key no holder and no lease explains. Otherwise it is
+// unavailable (acquires that time out or fail after setting the key keep it taken, a lock that
+// refuses while its quorum is short).
+func stuck(key string, kl *keyLive, from, expiry, window int64) (LivenessFinding, bool) {
 	if kl == nil || len(kl.refusals) == 0 || kl.lastGrant > from {
 		return LivenessFinding{}, false
 	}
 	f := LivenessFinding{Key: key, From: from}
-	held := 0
 	for _, r := range kl.refusals {
-		if r.t < from {
-			continue
-		}
-		f.Refusals++
-		f.Until = r.t
-		if r.held {
-			held++
+		if r.t >= from {
+			f.Refusals++
+			f.Until = r.t
 		}
 	}
 	if f.Refusals == 0 || f.Until-from < window {
 		return LivenessFinding{}, false
 	}
 	f.Kind = LiveUnavailable
-	if 2*held > f.Refusals {
+	if unexplainedHeld(kl, max(from, kl.lastMaybe+expiry), window) {
 		f.Kind = LiveDeadlock
 	}
 	return f, true
+}
+
+// unexplainedHeld reports whether the refusals from `from` on are mostly "held" and go on for
+// longer than window.
+func unexplainedHeld(kl *keyLive, from, window int64) bool {
+	n, held, until := 0, 0, int64(-1)
+	for _, r := range kl.refusals {
+		if r.t < from {
+			continue
+		}
+		n++
+		until = r.t
+		if r.held {
+			held++
+		}
+	}
+	return n > 0 && until-from >= window && 2*held > n
 }
 
 // crashesSince names the client crashes from `since` on: the usual cause of a lock that outlives

@@ -205,3 +205,18 @@ func TestLostNewsOfALeaseWithNoDeadline(t *testing.T) {
 		t.Errorf("told after another client got in: %d violations, %s; want 1, invalid", r.ViolationCount, r.Valid)
 	}
 }
+
+// Refusals explained by acquires that may have set the key anyway (timed out, or failed after the
+// write, as a WAIT that fell short does) are unavailability, not a deadlock: each such key lives a
+// lease at most, and they kept coming.
+func TestRefusalsAfterUnknownAcquiresAreUnavailability(t *testing.T) {
+	h := planned([]string{"k"}).held(0, "k", 100).refusedUntil(2, "k", 500, 9800)
+	for p, at := 3, int64(450); at < 9800; p, at = p+1, at+700 { // a retired process never returns
+		h.add(history.Event{Time: at, Type: history.Invoke, Process: p, F: history.FAcquire, Key: "k"})
+		h.add(history.Event{Time: at + 200, Type: history.Info, Process: p, F: history.FAcquire, Key: "k", Error: "timeout"})
+	}
+	r := mustCheck(t, h.end(10000, history.OK, "").events())
+	if r.Liveness == nil || r.Liveness.Verdict != LiveUnavailable || r.Valid != Valid {
+		t.Fatalf("liveness %+v, verdict %s: want unavailable and valid", r.Liveness, r.Valid)
+	}
+}
