@@ -111,6 +111,13 @@ type Config struct {
 	// moves clocks. Nodes run without the shim unless a nemesis needs it.
 	ClockShim string `json:"clock_shim,omitempty"`
 
+	// Backend runs the system's nodes: local (child processes, the default) or docker (containers
+	// on a private bridge network); see systems.Backends.
+	Backend string `json:"backend,omitempty"`
+	// DockerHost is the Docker Engine of the docker backend; empty means DOCKER_HOST or the local
+	// socket.
+	DockerHost string `json:"docker_host,omitempty"`
+
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
@@ -165,6 +172,9 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
 	if err := c.resolveSystem(); err != nil {
+		return err
+	}
+	if err := c.resolveBackend(); err != nil {
 		return err
 	}
 	if c.WatchdogTimeout < 0 {
@@ -313,7 +323,8 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
 		BasePort: c.BasePort, ClockShim: shim, Logger: log,
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
-		Etcd: systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Backend: c.Backend,
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
@@ -49,6 +50,8 @@ type Outcome struct {
 	Errors []string
 	// Warnings are signs the run measured the harness more than the lock (an overloaded machine).
 	Warnings []string
+	// Notes are what the run did besides its plan (removing what a killed run left behind).
+	Notes []string
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
@@ -74,6 +77,13 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err != nil {
 		return nil, &StartError{err}
 	}
+	eng, cleaned, err := openBackend(ctx, cfg)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	if eng != nil {
+		defer eng.Close()
+	}
 	dir, err := results.NewRunDir(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return nil, &StartError{err}
@@ -87,7 +97,10 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
 	}
-	sys, err := startSystem(ctx, cfg, dir, shim, log)
+	if cleaned != "" {
+		log.Warn(cleaned)
+	}
+	sys, err := startSystem(ctx, cfg, dir, shim, eng, log)
 	if err != nil {
 		return nil, &StartError{err}
 	}
@@ -110,6 +123,9 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 		return nil, fmt.Errorf("run in %s: %w", dir, err)
 	}
 	out.Dir = dir
+	if cleaned != "" {
+		out.Notes = append(out.Notes, cleaned)
+	}
 	out.Errors = append(out.Errors, sys.answering(ctx)...)
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
@@ -394,7 +410,7 @@ type system struct {
 
 // startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
 // resource. On error everything started is stopped again.
-func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
+func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *containers.Engine, log *slog.Logger) (_ *system, err error) {
 	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients)}
 	defer func() {
 		if err != nil {
@@ -402,7 +418,9 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Lo
 		}
 	}()
 	nodesDir := filepath.Join(dir, results.NodesDir)
-	if sys.sut, err = systems.Start(ctx, cfg.System, cfg.systemConfig(nodesDir, shim, log)); err != nil {
+	scfg := cfg.systemConfig(nodesDir, shim, log)
+	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir}
+	if sys.sut, err = systems.Start(ctx, cfg.System, scfg); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
 	sys.closers = append(sys.closers, func() { sys.sut.Close() })

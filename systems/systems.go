@@ -161,6 +161,11 @@ type Config struct {
 	Sentinel SentinelConfig
 	// Etcd is the size and server program of etcd.
 	Etcd EtcdConfig
+
+	// Backend runs the nodes: BackendLocal (empty) or BackendDocker.
+	Backend string
+	// Docker is the Engine and run label of BackendDocker.
+	Docker DockerConfig
 }
 
 // Names lists the systems Start knows.
@@ -207,6 +212,9 @@ func Layout(name string, cfg Config) ([]Node, error) {
 func Start(ctx context.Context, name string, cfg Config) (System, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Backend == BackendDocker {
+		return startDocker(ctx, name, cfg)
 	}
 	switch name {
 	case "redis-masters":

@@ -111,6 +111,8 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
+	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network, redis-masters so far)", systems.Backends()))
+	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
@@ -189,6 +191,9 @@ func printOutcome(w io.Writer, out *harness.Outcome) {
 	}
 	for _, e := range out.Warnings {
 		fmt.Fprintln(w, "warning:", e)
+	}
+	for _, e := range out.Notes {
+		fmt.Fprintln(w, "note:", e)
 	}
 	if out.StoppedEarly != "" {
 		fmt.Fprintf(w, "stopped early (--stop-at-first): %s\n", out.StoppedEarly)
