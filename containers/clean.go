@@ -59,10 +59,7 @@ func (e *Engine) Clean(ctx context.Context, opts CleanOptions) (Removed, error) 
 		if ownerAlive(c.Labels[LabelOwner]) {
 			continue
 		}
-		name := c.ID[:12]
-		if len(c.Names) > 0 {
-			name = strings.TrimPrefix(c.Names[0], "/")
-		}
+		name := containerName(c.ID, c.Names)
 		if !opts.DryRun {
 			if _, err := e.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !notFound(err) {
 				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
@@ -128,4 +125,37 @@ func (e *Engine) cleanImages(ctx context.Context, dryRun bool) ([]string, error)
 		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// Leftovers lists the containers and networks of the runs whose label starts with run (a run's
+// directory, or a store holding several), whoever owns them: what a test expects to find gone.
+func (e *Engine) Leftovers(ctx context.Context, run string) (Removed, error) {
+	var out Removed
+	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelRun)})
+	if err != nil {
+		return out, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		if strings.HasPrefix(c.Labels[LabelRun], run) {
+			out.Containers = append(out.Containers, containerName(c.ID, c.Names))
+		}
+	}
+	ns, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", LabelRun)})
+	if err != nil {
+		return out, fmt.Errorf("list networks: %w", err)
+	}
+	for _, n := range ns.Items {
+		if strings.HasPrefix(n.Labels[LabelRun], run) {
+			out.Networks = append(out.Networks, n.Name)
+		}
+	}
+	return out, nil
+}
+
+// containerName is a container's first name, else its short id.
+func containerName(id string, names []string) string {
+	if len(names) > 0 {
+		return strings.TrimPrefix(names[0], "/")
+	}
+	return id[:12]
 }

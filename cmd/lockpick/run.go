@@ -125,13 +125,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server":
+		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server", "backend", "docker-host":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first and --etcd-server apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first, --etcd-server, --backend and --docker-host apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -140,6 +140,8 @@ func runFile(cmd *cobra.Command, file string) error {
 	o := scenarioOverrides{}
 	o.store, _ = cmd.Flags().GetString("store")
 	o.etcdServer, _ = cmd.Flags().GetString("etcd-server")
+	o.backend, _ = cmd.Flags().GetString("backend")
+	o.dockerHost, _ = cmd.Flags().GetString("docker-host")
 	junitPath, _ := cmd.Flags().GetString("junit")
 	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {
