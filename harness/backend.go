@@ -17,6 +17,13 @@ func (c *Config) resolveBackend() error {
 	if err := systems.CheckBackend(c.System, c.Backend); err != nil {
 		return fmt.Errorf("--backend: %w", err)
 	}
+	for _, s := range c.Specs() {
+		if s.Name == "netcut" && c.Backend == systems.BackendDocker {
+			if err := systems.NetToolsMissing(); err != nil {
+				return fmt.Errorf("--nemesis: %w", err)
+			}
+		}
+	}
 	if c.DockerHost != "" && c.Backend != systems.BackendDocker {
 		return fmt.Errorf("--docker-host chooses the Engine of --backend docker, and the backend is %s: drop --docker-host or add --backend docker", c.Backend)
 	}

@@ -176,6 +176,9 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	if backend.ClockShim() {
 		env.Clocks = backend
 	}
+	if nc, ok := backend.(nemesis.NetCutter); ok {
+		env.Net = nc
+	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
 	for _, spec := range cfg.Specs() {

@@ -45,6 +45,11 @@ type dockerNode struct {
 	// data are the files removed by a start without data.
 	data    []string
 	running bool
+	// cut is the mode of the network cut in effect, or empty.
+	cut string
+	// op serialises what changes the container's state or its namespace's rules: a heal that
+	// arrives while the node starts waits until the start's rules are in.
+	op sync.Mutex
 }
 
 // docker runs nodes as containers of one session. Pausing is `docker pause` (the freezer cgroup
@@ -138,17 +143,35 @@ func (b *docker) start(ctx context.Context, name string, wipe bool) error {
 			os.RemoveAll(f)
 		}
 	}
-	if err := b.session.Start(ctx, name); err != nil {
-		b.setRunning(n, false)
+	mark := logSize(n.dir)
+	began := time.Now()
+	if err := b.startContainer(ctx, n); err != nil {
+		b.Kill(name)
 		return err
 	}
-	began := time.Now()
-	if err := b.waitReady(ctx, n); err != nil {
+	if err := b.waitReady(ctx, n, mark); err != nil {
 		b.Kill(name)
 		return err
 	}
 	b.log.Debug("container started", "node", name, "addr", n.addr, "took", time.Since(began))
 	return nil
+}
+
+// startContainer starts the node's container and, when the node is cut, cuts the container's new
+// namespace before anyone can reach the node.
+func (b *docker) startContainer(ctx context.Context, n *dockerNode) error {
+	n.op.Lock()
+	defer n.op.Unlock()
+	if err := b.session.Start(ctx, n.name); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	cut := n.cut
+	b.mu.Unlock()
+	if cut == "" {
+		return nil
+	}
+	return b.iptables(ctx, n, "-A", cut)
 }
 
 func (b *docker) setRunning(n *dockerNode, running bool) {
@@ -157,12 +180,14 @@ func (b *docker) setRunning(n *dockerNode, running bool) {
 	b.mu.Unlock()
 }
 
-// waitReady polls the node until it answers PING; a container is slower to come up than a process.
-func (b *docker) waitReady(ctx context.Context, n *dockerNode) error {
+// waitReady waits until the node answers PING or, as a node cut off the network cannot be asked,
+// its log past mark (its size before the start) says it is ready. A container is slower to come up
+// than a process.
+func (b *docker) waitReady(ctx context.Context, n *dockerNode, mark int64) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := clusters.PingOnce(ctx, n.addr)
-		if err == nil {
+		if err == nil || loggedReady(n.dir, mark) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -191,6 +216,8 @@ func (b *docker) Kill(name string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	n.op.Lock()
+	defer n.op.Unlock()
 	if err := b.session.Kill(ctx, name); err != nil {
 		return err
 	}
