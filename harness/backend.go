@@ -3,6 +3,9 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/systems"
@@ -23,6 +26,15 @@ func (c *Config) resolveBackend() error {
 				return fmt.Errorf("--nemesis: %w", err)
 			}
 		}
+	}
+	if c.Backend == systems.BackendExternal {
+		return c.resolveExternal()
+	}
+	if len(c.Endpoints) > 0 {
+		return fmt.Errorf("--endpoints name servers for --backend external, and the backend is %s (lockpick starts the nodes): drop --endpoints or add --backend external", c.Backend)
+	}
+	if c.KeyPrefix != "" {
+		return fmt.Errorf("a key prefix is set for --backend external only")
 	}
 	if c.DockerHost != "" && c.Backend != systems.BackendDocker {
 		return fmt.Errorf("--docker-host chooses the Engine of --backend docker, and the backend is %s: drop --docker-host or add --backend docker", c.Backend)
@@ -50,4 +62,44 @@ func openBackend(ctx context.Context, cfg Config) (*containers.Engine, string, e
 		note = "removed what killed runs left on the Docker Engine: " + removed.String()
 	}
 	return eng, note, nil
+}
+
+// nodeSide are the nemeses that act on the servers themselves, which the external backend refuses.
+var nodeSide = map[string]string{
+	"restart": "kills and restarts", "restart-delayed": "kills and restarts", "pause": "pauses",
+	"clock": "moves the clock of", "failover": "kills", "netcut": "cuts the network of",
+}
+
+// resolveExternal checks a run against servers someone else runs: the endpoints make the nodes,
+// only client-side faults apply, nothing that configures a server may be given, and the keys get a
+// prefix of their own so that the run deletes only what it wrote.
+func (c *Config) resolveExternal() error {
+	if err := systems.CheckEndpoints(c.Endpoints); err != nil {
+		return err
+	}
+	if c.DockerHost != "" {
+		return fmt.Errorf("--docker-host chooses the Engine of --backend docker: drop it")
+	}
+	if c.Persistence != "" && c.Persistence != "none" {
+		return fmt.Errorf("--persistence configures the nodes lockpick starts, and --backend external servers keep theirs: drop --persistence")
+	}
+	if c.BasePort != 0 || c.RedisServer != "" {
+		return fmt.Errorf("--base-port and --redis-server choose the nodes lockpick starts; with --backend external the servers are --endpoints: drop them")
+	}
+	if c.Nodes != len(c.Endpoints) {
+		return fmt.Errorf("--nodes %d and %d --endpoints: with --backend external every endpoint is a node: drop --nodes", c.Nodes, len(c.Endpoints))
+	}
+	for _, s := range c.Specs() {
+		if what, ok := nodeSide[s.Name]; ok {
+			return fmt.Errorf("--nemesis %s %s a server, and --backend external servers are someone else's: use client-side faults (partition, latency, client-pause, client-crash, client-clock)", s.Name, what)
+		}
+		if s.Params["paths"] == "peers" {
+			return fmt.Errorf("--nemesis %s: paths=peers cuts the paths between servers, which lockpick does not run with --backend external: drop paths=peers", s.Name)
+		}
+	}
+	if c.KeyPrefix == "" {
+		// Unique per run: time and a random part, so two runs never share a key.
+		c.KeyPrefix = "lockpick-" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + strconv.FormatUint(rand.Uint64()>>40, 36) + ":"
+	}
+	return nil
 }

@@ -117,6 +117,11 @@ type Config struct {
 	// DockerHost is the Docker Engine of the docker backend; empty means DOCKER_HOST or the local
 	// socket.
 	DockerHost string `json:"docker_host,omitempty"`
+	// Endpoints are the servers of the external backend, host:port each, run by someone else.
+	Endpoints []string `json:"endpoints,omitempty"`
+	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes
+	// only keys holding it.
+	KeyPrefix string `json:"key_prefix,omitempty"`
 
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
@@ -171,7 +176,14 @@ func (c *Config) Resolve() error {
 	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
+	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System == "redis-masters" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
+		// The endpoints are the nodes; the lock then checks their number as it would --nodes.
+		c.Nodes = len(c.Endpoints)
+	}
 	if err := c.resolveSystem(); err != nil {
+		if c.Backend == systems.BackendExternal {
+			return fmt.Errorf("%w (with --backend external the %d --endpoints are the nodes)", err, len(c.Endpoints))
+		}
 		return err
 	}
 	if err := c.resolveBackend(); err != nil {
@@ -324,7 +336,7 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		BasePort: c.BasePort, ClockShim: shim, Logger: log,
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
 		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
-		Backend: c.Backend,
+		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix,
 	}
 }
 
@@ -502,7 +514,7 @@ func (c *Config) GroupNames() []string {
 func (c *Config) KeyNames() []string {
 	keys := make([]string, c.Keys)
 	for i := range keys {
-		keys[i] = workloads.KeyName(i)
+		keys[i] = c.KeyPrefix + workloads.KeyName(i)
 	}
 	return keys
 }

@@ -145,7 +145,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 // a nemesis needs it. Only runs that move clocks load the shim: other runs use the nodes unmodified,
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
-	if cfg.System != "etcd" || cfg.Workload == "counter" {
+	if (cfg.System != "etcd" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
 		if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
@@ -311,7 +311,7 @@ func (c *Config) workload(sys *system) interface {
 	if sys.store != nil {
 		return workloads.Counter{
 			Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Seed: c.Seed,
-			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses,
+			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses, Prefix: c.KeyPrefix,
 		}
 	}
 	return c.mutex()
@@ -322,7 +322,7 @@ func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
-		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant,
+		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant, Prefix: c.KeyPrefix,
 	}
 }
 

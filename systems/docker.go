@@ -17,7 +17,7 @@ import (
 )
 
 // Backends lists the backends a system can run on.
-func Backends() []string { return []string{BackendLocal, BackendDocker} }
+func Backends() []string { return []string{BackendLocal, BackendDocker, BackendExternal} }
 
 // Backend names.
 const (
@@ -25,6 +25,8 @@ const (
 	BackendLocal = "local"
 	// BackendDocker runs nodes as containers on a private bridge network.
 	BackendDocker = "docker"
+	// BackendExternal uses servers someone else runs: lockpick only talks to them.
+	BackendExternal = "external"
 )
 
 // DockerConfig is how a system runs on Docker.
@@ -289,6 +291,11 @@ func CheckBackend(system, backend string) error {
 	case BackendDocker:
 		if system != "redis-masters" {
 			return fmt.Errorf("--backend docker runs redis-masters (--lock single, redlock, fenced, ...) so far, not %s: use --backend local", system)
+		}
+		return nil
+	case BackendExternal:
+		if system != "redis-masters" {
+			return fmt.Errorf("--backend external drives locks on redis masters (--lock single, redlock, fenced, ...) so far, not %s: use --backend local", system)
 		}
 		return nil
 	}

@@ -20,6 +20,8 @@ type masters struct {
 	links   *links.Set
 	nodes   []Node
 	groups  []string
+	// external: the servers are someone else's, and nothing may pause their clients' writes.
+	external bool
 }
 
 func startMasters(ctx context.Context, cfg Config) (System, error) {
@@ -167,6 +169,9 @@ func (m *masters) Watch(func(Event)) {}
 
 // HoldWrites implements System.
 func (m *masters) HoldWrites(ctx context.Context, node string, max time.Duration, f func(context.Context) error) error {
+	if m.external {
+		return fmt.Errorf("holding writes (CLIENT PAUSE) on node %s: it %w", node, ErrExternal)
+	}
 	addr, err := m.addr(node)
 	if err != nil {
 		return err

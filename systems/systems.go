@@ -166,6 +166,11 @@ type Config struct {
 	Backend string
 	// Docker is the Engine and run label of BackendDocker.
 	Docker DockerConfig
+	// Endpoints are the servers of BackendExternal, host:port each.
+	Endpoints []string
+	// KeyPrefix is the run's unique key prefix: on BackendExternal, Close deletes the keys that
+	// hold it, and no other.
+	KeyPrefix string
 }
 
 // Names lists the systems Start knows.
@@ -213,8 +218,11 @@ func Start(ctx context.Context, name string, cfg Config) (System, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Backend == BackendDocker {
+	switch cfg.Backend {
+	case BackendDocker:
 		return startDocker(ctx, name, cfg)
+	case BackendExternal:
+		return startExternal(ctx, name, cfg)
 	}
 	switch name {
 	case "redis-masters":

@@ -25,6 +25,7 @@ func newRunCmd() *cobra.Command {
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout, watchdogTimeout time.Duration
 	var junit *string
 	var seedList string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -53,6 +54,14 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			if dryRun {
+				text, err := harness.DryRun(cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), text)
+				return nil
+			}
 			if cmd.Flags().Changed("seeds") {
 				return runSeeds(cmd, cfg, seedList, *junit)
 			}
@@ -111,8 +120,10 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
-	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network, redis-masters so far)", systems.Backends()))
+	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs; both redis-masters so far)", systems.Backends()))
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)")
+	f.BoolVar(&dryRun, "dry-run", false, "print what the run would do (nodes, keys, the faults' schedule, the clean-up) and exit without starting anything")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
