@@ -59,33 +59,13 @@ func (n *NetCut) Name() string { return "netcut" }
 
 // Plan implements Nemesis: one cut at a time; lock-aware and role targets are chosen by Resolve.
 func (n *NetCut) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
-	n.resolve.seed(rng)
-	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
-		end := at + n.Duration
-		var nodes []string
-		if !IsResolved(n.Target) {
-			nodes = PickNodes(rng, n.Env.Nodes, n.Target)
-		}
-		return []Op{
-			{At: at, F: "cut", Nodes: nodes, Effect: history.EffectFault},
-			{At: end, F: "heal", Nodes: slices.Clone(nodes), Effect: history.EffectHeal},
-		}, end
-	})
+	return targetPlan(rng, &n.resolve, n.Env.Nodes, n.Interval, timeLimit, "cut", "heal", func() time.Duration { return n.Duration })
 }
 
 // Resolve implements Resolver: a lease or role target cuts the nodes it names when the fault
 // starts; its heal heals whatever is cut.
 func (n *NetCut) Resolve(ctx context.Context, op Op) (Op, error) {
-	if len(op.Nodes) > 0 {
-		return op, nil
-	}
-	if op.F == "heal" {
-		op.Nodes = n.cutNodes()
-		return op, nil
-	}
-	nodes, err := n.resolve.pick(ctx, n.Env.TTL)
-	op.Nodes = nodes
-	return op, err
+	return resolveTargets(ctx, op, &n.resolve, n.Env.TTL, "heal", n.cutNodes)
 }
 
 func (n *NetCut) cutNodes() []string {
