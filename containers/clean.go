@@ -28,6 +28,9 @@ func (r Removed) String() string {
 	var parts []string
 	add := func(kind string, names []string) {
 		if len(names) > 0 {
+			if len(names) == 1 {
+				kind = strings.TrimSuffix(kind, "s")
+			}
 			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(names), kind, strings.Join(names, ", ")))
 		}
 	}
