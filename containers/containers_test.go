@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestLddPaths(t *testing.T) {
@@ -29,6 +30,17 @@ func TestOwnerAlive(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
 		t.Skip(err)
+	}
+	// A zombie: dead, not yet reaped (a lockpick killed by SIGKILL, its parent not done with it).
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer zombie.Wait()
+	for deadline := time.Now().Add(5 * time.Second); procStart(zombie.Process.Pid) != ""; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a dead, unreaped process (a zombie) is taken for a running one")
+		}
 	}
 	host, _ := os.Hostname()
 	for _, owner := range []string{

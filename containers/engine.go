@@ -94,7 +94,7 @@ func ownerAlive(owner string) bool {
 }
 
 // procStart is a process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or
-// empty when no such process runs.
+// empty when no such process runs (a zombie included).
 func procStart(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -107,7 +107,8 @@ func procStart(pid int) string {
 		return ""
 	}
 	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		// A zombie has died: its parent has not reaped it yet.
 		return ""
 	}
 	return fields[19]
