@@ -83,6 +83,9 @@ func (c *Config) resolveExternal() error {
 	if c.Persistence != "" && c.Persistence != "none" {
 		return fmt.Errorf("--persistence configures the nodes lockpick starts, and --backend external servers keep theirs: drop --persistence")
 	}
+	if c.EtcdServer != "" {
+		return fmt.Errorf("--etcd-server chooses the etcd lockpick starts; with --backend external the members are --endpoints: drop it")
+	}
 	if c.BasePort != 0 || c.RedisServer != "" {
 		return fmt.Errorf("--base-port and --redis-server choose the nodes lockpick starts; with --backend external the servers are --endpoints: drop them")
 	}

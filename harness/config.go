@@ -176,7 +176,7 @@ func (c *Config) Resolve() error {
 	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
-	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System == "redis-masters" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
+	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System != "redis-sentinel" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
 		// The endpoints are the nodes; the lock then checks their number as it would --nodes.
 		c.Nodes = len(c.Endpoints)
 	}

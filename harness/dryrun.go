@@ -21,8 +21,8 @@ func DryRun(cfg Config) (string, error) {
 	p("lock %s on %s, backend %s, seed %d", cfg.Lock, cfg.System, cfg.Backend, cfg.Seed)
 	switch cfg.Backend {
 	case systems.BackendExternal:
-		for i, ep := range cfg.Endpoints {
-			p("  node n%d = %s: someone else's server; lockpick connects as a client only", i+1, ep)
+		for i, n := range cfg.layout() {
+			p("  node %s = %s: someone else's server; lockpick connects as a client only", n.Name, cfg.Endpoints[i])
 		}
 	case systems.BackendDocker:
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
@@ -31,9 +31,18 @@ func DryRun(cfg Config) (string, error) {
 	}
 	p("clients: %d processes in %d groups, each group through its own in-harness proxy to every node", cfg.Clients, cfg.ClientGroups)
 	p("keys: %s", strings.Join(cfg.KeyNames(), ", "))
-	p("  the lock's commands (SET NX PX, compare-and-delete and extend scripts, GET, the lease probe's reads) touch only these keys and keys named after them (a fencing token's counter lockpick:token:KEY)")
+	etcd := cfg.System == "etcd"
+	if etcd {
+		p("  the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL")
+	} else {
+		p("  the lock's commands (SET NX PX, compare-and-delete and extend scripts, GET, the lease probe's reads) touch only these keys and keys named after them (a fencing token's counter lockpick:token:KEY)")
+	}
 	if cfg.Backend == systems.BackendExternal {
-		p("at the end: on every endpoint, SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN or DEBUG, and never kills, pauses or restarts a server", cfg.KeyPrefix)
+		if etcd {
+			p("at the end: one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member", cfg.KeyPrefix)
+		} else {
+			p("at the end: on every endpoint, SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN or DEBUG, and never kills, pauses or restarts a server", cfg.KeyPrefix)
+		}
 		p("  (the key prefix is drawn anew for each run)")
 	}
 	p("time: %v of faults, then %v of recovery", time.Duration(cfg.TimeLimit), time.Duration(cfg.Recovery))

@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // A run against a server lockpick did not start tests the lock and leaves every other key as it
@@ -85,6 +89,8 @@ func TestExternalRefusals(t *testing.T) {
 		{func(c *Config) { c.Endpoints = []string{"nocolon"} }, "not host:port"},
 		{func(c *Config) { c.Lock = "redlock"; c.Endpoints = []string{"a:1", "b:1"} }, "--endpoints are the nodes"},
 		{func(c *Config) { c.Lock = "sentinel" }, "so far"},
+		{func(c *Config) { c.Lock = "etcd"; c.EtcdServer = "current" }, "drop it"},
+		{func(c *Config) { c.Lock = "etcd"; c.Nemesis = "restart:target=leader" }, "client-side faults"},
 	} {
 		cfg := base
 		c.edit(&cfg)
@@ -100,5 +106,57 @@ func TestExternalRefusals(t *testing.T) {
 	}
 	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || !strings.HasPrefix(cfg.KeyNames()[0], cfg.KeyPrefix) {
 		t.Fatalf("keys %v lack a unique prefix", cfg.KeyNames())
+	}
+}
+
+// The same against an etcd lockpick did not start for the run: every other key keeps its value and
+// revisions, one named like lockpick's default key included.
+func TestExternalEtcdTouchesOnlyItsKeys(t *testing.T) {
+	ctx := context.Background()
+	srv, err := systems.FindEtcd(ctx, systems.EtcdSystem, nil)
+	if err != nil {
+		t.Skipf("no etcd: %v", err)
+	}
+	theirs, err := systems.Start(ctx, "etcd", systems.Config{Dir: t.TempDir(), Groups: []string{"x"}, Etcd: systems.EtcdConfig{Members: 1, Server: srv.Path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Close()
+	addr := theirs.Nodes()[0].Addr
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for _, k := range []string{"app/1", "app/2", "lockpick:0", "lockpick:0/abc"} {
+		if _, err := cli.Put(ctx, k, "theirs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dump := func() string {
+		r, err := cli.Get(ctx, "", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range r.Kvs {
+			out = append(out, fmt.Sprintf("%s=%s@%d/%d/%d", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version))
+		}
+		return strings.Join(out, " ")
+	}
+	before := dump()
+	out, err := Run(ctx, Config{
+		Lock: "etcd", Nemesis: "client-pause", Clients: 4, Keys: 1, Seed: 1, Store: t.TempDir(),
+		TTL: Duration(time.Second), TimeLimit: Duration(3 * time.Second), Recovery: Duration(time.Second),
+		Interval: Duration(time.Second), Backend: "external", Endpoints: []string{addr},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Result.Stats.Acquires.OK == 0 {
+		t.Fatalf("the lock was never granted: nothing was tested\n%s", out.Result.Summary())
+	}
+	if after := dump(); after != before {
+		t.Fatalf("the cluster's keys changed:\nbefore %s\nafter  %s", before, after)
 	}
 }

@@ -150,7 +150,7 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 			return "", err
 		}
 	}
-	if cfg.System == "etcd" {
+	if cfg.System == "etcd" && cfg.Backend != systems.BackendExternal {
 		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
 		if err != nil {
 			return "", err

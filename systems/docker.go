@@ -294,8 +294,8 @@ func CheckBackend(system, backend string) error {
 		}
 		return nil
 	case BackendExternal:
-		if system != "redis-masters" {
-			return fmt.Errorf("--backend external drives locks on redis masters (--lock single, redlock, fenced, ...) so far, not %s: use --backend local", system)
+		if system != "redis-masters" && system != "etcd" {
+			return fmt.Errorf("--backend external drives locks on redis masters (--lock single, redlock, fenced, ...) and etcd (--lock etcd) so far, not %s: use --backend local", system)
 		}
 		return nil
 	}

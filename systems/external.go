@@ -20,6 +20,8 @@ type external struct {
 	nodes  []Node
 	prefix string
 	log    *slog.Logger
+	// deleteKeys deletes the run's keys on the servers; Close calls it.
+	deleteKeys func() error
 }
 
 // ErrExternal is the refusal of every node operation on the external backend.
@@ -33,10 +35,14 @@ func startExternal(ctx context.Context, name string, cfg Config) (System, error)
 	if err := CheckEndpoints(cfg.Endpoints); err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") {
+	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || strings.ContainsAny(cfg.KeyPrefix, "*?[]\\") {
 		return nil, fmt.Errorf("--backend external needs a unique key prefix lockpick-...: got %q", cfg.KeyPrefix)
 	}
+	if name == "etcd" {
+		return startExternalEtcd(ctx, cfg)
+	}
 	b := &external{prefix: cfg.KeyPrefix, log: cfg.Logger}
+	b.deleteKeys = b.deleteRedisKeys
 	for i, ep := range cfg.Endpoints {
 		b.nodes = append(b.nodes, Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Addr: ep, Data: true})
 	}
@@ -108,9 +114,13 @@ func (b *external) ClockOffset(node string) (time.Duration, error) {
 	return 0, fmt.Errorf("no node %q", node)
 }
 
-// Close deletes the run's keys on every endpoint: SCAN for keys holding the run's prefix (the lock
-// keys, and the keys a lock derives from them, such as a fencing token's counter), UNLINK each.
-func (b *external) Close() error {
+// Close deletes the run's keys on every endpoint: on redis, SCAN for keys holding the run's prefix
+// (the lock keys, and the keys a lock derives from them, such as a fencing token's counter) and
+// UNLINK each; on etcd, delete the range the prefix begins.
+func (b *external) Close() error { return b.deleteKeys() }
+
+// deleteRedisKeys deletes the run's keys on every redis endpoint.
+func (b *external) deleteRedisKeys() error {
 	var errs []error
 	for _, n := range b.nodes {
 		deleted, err := DeleteKeys(context.Background(), n.Addr, b.prefix)
