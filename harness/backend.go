@@ -36,6 +36,9 @@ func (c *Config) resolveBackend() error {
 	if c.KeyPrefix != "" {
 		return fmt.Errorf("a key prefix is set for --backend external only")
 	}
+	if c.MasterName != "" {
+		return fmt.Errorf("--master-name names the primary of external sentinels: add --backend external (lockpick's own sentinels monitor %q)", systems.MasterName)
+	}
 	if c.DockerHost != "" && c.Backend != systems.BackendDocker {
 		return fmt.Errorf("--docker-host chooses the Engine of --backend docker, and the backend is %s: drop --docker-host or add --backend docker", c.Backend)
 	}
@@ -89,7 +92,13 @@ func (c *Config) resolveExternal() error {
 	if c.BasePort != 0 || c.RedisServer != "" {
 		return fmt.Errorf("--base-port and --redis-server choose the nodes lockpick starts; with --backend external the servers are --endpoints: drop them")
 	}
-	if c.Nodes != len(c.Endpoints) {
+	if c.System == "redis-sentinel" {
+		if c.MasterName == "" {
+			return fmt.Errorf("--lock %s on --backend external: the --endpoints are sentinels; add --master-name, the name they monitor the primary under", c.Lock)
+		}
+	} else if c.MasterName != "" {
+		return fmt.Errorf("--master-name names the primary external sentinels monitor, and --lock %s uses no sentinel: drop it", c.Lock)
+	} else if c.Nodes != len(c.Endpoints) {
 		return fmt.Errorf("--nodes %d and %d --endpoints: with --backend external every endpoint is a node: drop --nodes", c.Nodes, len(c.Endpoints))
 	}
 	for _, s := range c.Specs() {

@@ -122,6 +122,9 @@ type Config struct {
 	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes
 	// only keys holding it.
 	KeyPrefix string `json:"key_prefix,omitempty"`
+	// MasterName is the name external sentinels monitor the primary under (the sentinel locks on
+	// --backend external, whose --endpoints are then sentinels).
+	MasterName string `json:"master_name,omitempty"`
 
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
@@ -310,6 +313,9 @@ func (c *Config) resolveSystem() error {
 		}
 		return nil
 	case "redis-sentinel":
+		if c.Backend == systems.BackendExternal && (c.Replicas != 0 || c.Sentinels != 0) {
+			return fmt.Errorf("--replicas and --sentinels size the sentinel system lockpick starts; on --backend external the sentinels report them: drop them")
+		}
 		if c.Nodes != 0 {
 			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
 		}
@@ -336,7 +342,7 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		BasePort: c.BasePort, ClockShim: shim, Logger: log,
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
 		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
-		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix,
+		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
 	}
 }
 

@@ -21,6 +21,10 @@ func DryRun(cfg Config) (string, error) {
 	p("lock %s on %s, backend %s, seed %d", cfg.Lock, cfg.System, cfg.Backend, cfg.Seed)
 	switch cfg.Backend {
 	case systems.BackendExternal:
+		if cfg.System == "redis-sentinel" {
+			p("  sentinels %s: someone else's; the primary, its replicas and the other sentinels are what they report for master %q when the run starts; lockpick connects to each as a client only", strings.Join(cfg.Endpoints, ", "), cfg.MasterName)
+			break
+		}
 		for i, n := range cfg.layout() {
 			p("  node %s = %s: someone else's server; lockpick connects as a client only", n.Name, cfg.Endpoints[i])
 		}
@@ -41,7 +45,7 @@ func DryRun(cfg Config) (string, error) {
 		if etcd {
 			p("at the end: one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member", cfg.KeyPrefix)
 		} else {
-			p("at the end: on every endpoint, SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN or DEBUG, and never kills, pauses or restarts a server", cfg.KeyPrefix)
+			p("at the end: on every endpoint (with sentinels, on the primary they name then), SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN, DEBUG or a SENTINEL command that changes anything, and never kills, pauses or restarts a server", cfg.KeyPrefix)
 		}
 		p("  (the key prefix is drawn anew for each run)")
 	}

@@ -3,8 +3,14 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +72,7 @@ func dumpKeys(t *testing.T, ctx context.Context, addr string) string {
 	}
 	var out []string
 	for _, k := range keys {
-		out = append(out, k+"="+admin.Dump(ctx, k).Val())
+		out = append(out, k+"="+strconv.Quote(admin.Dump(ctx, k).Val()))
 	}
 	slices.Sort(out)
 	return fmt.Sprint(out)
@@ -88,7 +94,8 @@ func TestExternalRefusals(t *testing.T) {
 		{func(c *Config) { c.Endpoints = nil }, "add --endpoints"},
 		{func(c *Config) { c.Endpoints = []string{"nocolon"} }, "not host:port"},
 		{func(c *Config) { c.Lock = "redlock"; c.Endpoints = []string{"a:1", "b:1"} }, "--endpoints are the nodes"},
-		{func(c *Config) { c.Lock = "sentinel" }, "so far"},
+		{func(c *Config) { c.Lock = "sentinel" }, "add --master-name"},
+		{func(c *Config) { c.MasterName = "prod" }, "uses no sentinel"},
 		{func(c *Config) { c.Lock = "etcd"; c.EtcdServer = "current" }, "drop it"},
 		{func(c *Config) { c.Lock = "etcd"; c.Nemesis = "restart:target=leader" }, "client-side faults"},
 	} {
@@ -159,4 +166,73 @@ func TestExternalEtcdTouchesOnlyItsKeys(t *testing.T) {
 	if after := dump(); after != before {
 		t.Fatalf("the cluster's keys changed:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// The sentinel locks against a primary, a replica and a sentinel started here by hand (not by
+// lockpick): the run finds the nodes through the sentinel, and leaves every key of the primary and
+// the replica, and the sentinel's view of the master, as they were.
+func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
+	ctx := context.Background()
+	bin, err := clusters.FindRedisServer("")
+	if err != nil {
+		t.Skipf("no redis-server: %v", err)
+	}
+	dir := t.TempDir()
+	ports := freePorts(t, 3)
+	primary, replica, sentinel := "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1], "127.0.0.1:"+ports[2]
+	conf := filepath.Join(dir, "sentinel.conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf("port %s\nsentinel monitor prod 127.0.0.1 %s 1\nsentinel down-after-milliseconds prod 5000\n", ports[2], ports[0])), 0o644)
+	for _, args := range [][]string{
+		{"--port", ports[0], "--save", "", "--dir", dir},
+		{"--port", ports[1], "--save", "", "--dir", dir, "--replicaof", "127.0.0.1", ports[0]},
+		{conf, "--sentinel"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	admin := clusters.AdminClient(primary)
+	defer admin.Close()
+	for deadline := time.Now().Add(10 * time.Second); admin.Set(ctx, "app:1", "theirs", 0).Err() != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hand-started primary does not answer")
+		}
+	}
+	admin.Set(ctx, "lockpick:0", "theirs", 0)
+	dump := func() string {
+		time.Sleep(300 * time.Millisecond) // the replica catches up
+		return dumpKeys(t, ctx, primary) + " | " + dumpKeys(t, ctx, replica)
+	}
+	before := dump()
+	out, err := Run(ctx, Config{
+		Lock: "sentinel-fenced", Nemesis: "client-pause", Clients: 4, Keys: 1, Seed: 1, Store: t.TempDir(),
+		TTL: Duration(time.Second), TimeLimit: Duration(3 * time.Second), Recovery: Duration(time.Second),
+		Interval: Duration(time.Second), Backend: "external", Endpoints: []string{sentinel}, MasterName: "prod",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Result.Stats.Acquires.OK == 0 {
+		t.Fatalf("the lock was never granted: nothing was tested\n%s", out.Result.Summary())
+	}
+	if after := dump(); after != before {
+		t.Fatalf("the servers' keys changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// freePorts are count loopback ports free a moment ago.
+func freePorts(t *testing.T, count int) []string {
+	var ports []string
+	for range count {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports
 }

@@ -170,6 +170,13 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
 	backend := sys.sut.Backend()
 	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
+	// The nodes the system runs: the configured layout's, or what external sentinels reported.
+	env.Nodes = nil
+	for _, n := range sys.sut.Nodes() {
+		if n.Data {
+			env.Nodes = append(env.Nodes, n.Name)
+		}
+	}
 	if sys.faults != nil {
 		env.Clients, env.Crashes, env.ClientClocks = sys.faults.Pauses, sys.faults, sys.faults
 	}
@@ -525,7 +532,7 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 			}
 			opts := locks.Options{
 				NodeTimeout: time.Duration(cfg.NodeTimeout), WatchdogTimeout: cfg.Expiry(),
-				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process),
+				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process), MasterName: cfg.MasterName,
 			}
 			return locks.New(cfg.Lock, eps, opts)
 		},

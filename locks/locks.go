@@ -142,6 +142,9 @@ type Options struct {
 	Clock func() time.Time
 	// Crash is called by a lock at its crash points (see CrashPoint); nil means never crash.
 	Crash func(point CrashPoint) error
+	// MasterName is the name the sentinels monitor the primary under; empty means systems.MasterName,
+	// the one lockpick's own sentinels use.
+	MasterName string
 }
 
 // now reads the client's wall clock.

@@ -294,9 +294,6 @@ func CheckBackend(system, backend string) error {
 		}
 		return nil
 	case BackendExternal:
-		if system != "redis-masters" && system != "etcd" {
-			return fmt.Errorf("--backend external drives locks on redis masters (--lock single, redlock, fenced, ...) and etcd (--lock etcd) so far, not %s: use --backend local", system)
-		}
 		return nil
 	}
 	return fmt.Errorf("unknown backend %q: use one of %v", backend, Backends())

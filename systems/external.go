@@ -38,8 +38,11 @@ func startExternal(ctx context.Context, name string, cfg Config) (System, error)
 	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || strings.ContainsAny(cfg.KeyPrefix, "*?[]\\") {
 		return nil, fmt.Errorf("--backend external needs a unique key prefix lockpick-...: got %q", cfg.KeyPrefix)
 	}
-	if name == "etcd" {
+	switch name {
+	case "etcd":
 		return startExternalEtcd(ctx, cfg)
+	case "redis-sentinel":
+		return startExternalSentinel(ctx, cfg)
 	}
 	b := &external{prefix: cfg.KeyPrefix, log: cfg.Logger}
 	b.deleteKeys = b.deleteRedisKeys

@@ -171,6 +171,8 @@ type Config struct {
 	// KeyPrefix is the run's unique key prefix: on BackendExternal, Close deletes the keys that
 	// hold it, and no other.
 	KeyPrefix string
+	// MasterName is the name external sentinels monitor the primary under (BackendExternal).
+	MasterName string
 }
 
 // Names lists the systems Start knows.
