@@ -37,16 +37,21 @@ type DockerConfig struct {
 	Run string
 }
 
-// dockerNode is one node of the docker backend: a container whose working directory is the node's
-// host directory, bind-mounted at the same path, so its data, log and clock file stay where the
-// harness reads them.
+// dockerNode is one node of the docker backend: a server process run (docker exec) in a container
+// that lives for the whole run, so the node keeps its network namespace, its address and any cut
+// across restarts. Its working directory is the node's host directory, bind-mounted at the same
+// path, so its data, log and clock file stay where the harness reads them.
 type dockerNode struct {
 	name string
 	dir  string
 	addr string
+	// cmd and env start the server.
+	cmd, env []string
 	// data are the files removed by a start without data.
 	data    []string
 	running bool
+	proc    containers.Proc
+	paused  bool
 	// cut is the mode of the network cut in effect, or empty.
 	cut string
 	// op serialises what changes the container's state or its namespace's rules: a heal that
@@ -54,8 +59,10 @@ type dockerNode struct {
 	op sync.Mutex
 }
 
-// docker runs nodes as containers of one session. Pausing is `docker pause` (the freezer cgroup
-// stops every process of the node at once), killing `docker kill -s KILL`.
+// docker runs nodes in containers of one session. A container's own process is an idle
+// redis-server listening on a unix socket only (its init, so to speak); the node is a second
+// redis-server started in it by docker exec and killed with SIGKILL from the host. Pausing is
+// `docker pause` (the freezer cgroup stops every process of the node at once).
 type docker struct {
 	session *containers.Session
 	shim    string
@@ -84,8 +91,7 @@ func newDocker(ctx context.Context, dc DockerConfig, shim string, persist cluste
 // redisPort is the port every redis node listens on inside its container.
 const redisPort = 6379
 
-// addRedis creates the container of a redis-server node (not started) from image, and returns its
-// address.
+// addRedis creates the container of a redis-server node (not started) from image.
 func (b *docker) addRedis(ctx context.Context, name, dir, image, binary string) (*dockerNode, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
@@ -97,12 +103,14 @@ func (b *docker) addRedis(ctx context.Context, name, dir, image, binary string) 
 		}
 		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(dir)}
 	}
-	cmd := append([]string{binary}, clusters.RedisArgs("0.0.0.0", redisPort, dir, b.persist)...)
-	ip, err := b.session.Create(ctx, name, containers.Spec{Image: image, Cmd: cmd, Env: env, Dir: dir})
+	// The container's own process: a redis-server that stores nothing and listens on no TCP port.
+	idle := []string{binary, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
+	ip, err := b.session.Create(ctx, name, containers.Spec{Image: image, Cmd: idle, Dir: dir})
 	if err != nil {
 		return nil, err
 	}
 	n := &dockerNode{name: name, dir: dir, addr: net.JoinHostPort(ip.String(), strconv.Itoa(redisPort)),
+		cmd: append([]string{binary}, clusters.RedisArgs("0.0.0.0", redisPort, dir, b.persist)...), env: env,
 		data: []string{filepath.Join(dir, "dump.rdb"), filepath.Join(dir, "appendonlydir")}}
 	b.mu.Lock()
 	b.nodes[name] = n
@@ -147,33 +155,22 @@ func (b *docker) start(ctx context.Context, name string, wipe bool) error {
 	}
 	mark := logSize(n.dir)
 	began := time.Now()
-	if err := b.startContainer(ctx, n); err != nil {
-		b.Kill(name)
+	n.op.Lock()
+	proc, err := b.session.Exec(ctx, name, n.cmd, n.env, n.dir)
+	b.mu.Lock()
+	n.proc = proc
+	b.mu.Unlock()
+	n.op.Unlock()
+	if err != nil {
+		b.setRunning(n, false)
 		return err
 	}
 	if err := b.waitReady(ctx, n, mark); err != nil {
 		b.Kill(name)
 		return err
 	}
-	b.log.Debug("container started", "node", name, "addr", n.addr, "took", time.Since(began))
+	b.log.Debug("node started", "node", name, "addr", n.addr, "pid", proc.Pid, "took", time.Since(began))
 	return nil
-}
-
-// startContainer starts the node's container and, when the node is cut, cuts the container's new
-// namespace before anyone can reach the node.
-func (b *docker) startContainer(ctx context.Context, n *dockerNode) error {
-	n.op.Lock()
-	defer n.op.Unlock()
-	if err := b.session.Start(ctx, n.name); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	cut := n.cut
-	b.mu.Unlock()
-	if cut == "" {
-		return nil
-	}
-	return b.iptables(ctx, n, "-A", cut)
 }
 
 func (b *docker) setRunning(n *dockerNode, running bool) {
@@ -192,6 +189,12 @@ func (b *docker) waitReady(ctx context.Context, n *dockerNode, mark int64) error
 		if err == nil || loggedReady(n.dir, mark) {
 			return nil
 		}
+		b.mu.Lock()
+		proc := n.proc
+		b.mu.Unlock()
+		if !proc.Alive() {
+			return fmt.Errorf("node %s exited during start-up: %s", n.name, lastLines(n.dir))
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s (container at %s) did not answer within 20s: %v; its output: %s", n.name, n.addr, err, lastLines(n.dir))
 		}
@@ -203,27 +206,38 @@ func (b *docker) waitReady(ctx context.Context, n *dockerNode, mark int64) error
 	}
 }
 
-// Kill implements Backend.
+// Kill implements Backend: SIGKILL from the host, at once; a paused node is thawed after the signal
+// (the freezer holds even a SIGKILL back), so it dies without running another instruction.
 func (b *docker) Kill(name string) error {
 	n, err := b.node(name)
 	if err != nil {
 		return err
 	}
+	n.op.Lock()
+	defer n.op.Unlock()
 	b.mu.Lock()
-	running := n.running
-	n.running = false
+	running, paused, proc := n.running, n.paused, n.proc
+	n.running, n.paused = false, false
 	b.mu.Unlock()
 	if !running {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n.op.Lock()
-	defer n.op.Unlock()
-	if err := b.session.Kill(ctx, name); err != nil {
-		return err
+	if err := proc.Kill(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill node %s: %w", name, err)
 	}
-	b.log.Debug("container killed", "node", name)
+	if paused {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.session.Unpause(ctx, name); err != nil {
+			return fmt.Errorf("kill node %s: %w", name, err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); proc.Alive(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s (pid %d) still runs 10s after SIGKILL", name, proc.Pid)
+		}
+	}
+	b.log.Debug("node killed", "node", name, "pid", proc.Pid)
 	return nil
 }
 
@@ -238,14 +252,37 @@ func (b *docker) Running(name string) bool {
 	return n.running
 }
 
-// Signal implements Backend: SIGSTOP and SIGCONT pause and continue the container.
+// Signal implements Backend: SIGSTOP and SIGCONT pause and continue the container; any other
+// signal goes to the node's process.
 func (b *docker) Signal(name string, sig syscall.Signal) error {
-	if !b.Running(name) {
+	n, err := b.node(name)
+	if err != nil {
+		return err
+	}
+	n.op.Lock()
+	defer n.op.Unlock()
+	b.mu.Lock()
+	running, proc := n.running, n.proc
+	b.mu.Unlock()
+	if !running {
 		return fmt.Errorf("node %s is not running", name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return b.session.Signal(ctx, name, sig)
+	switch sig {
+	case syscall.SIGSTOP:
+		err = b.session.Pause(ctx, name)
+	case syscall.SIGCONT:
+		err = b.session.Unpause(ctx, name)
+	default:
+		return proc.Kill(sig)
+	}
+	if err == nil {
+		b.mu.Lock()
+		n.paused = sig == syscall.SIGSTOP
+		b.mu.Unlock()
+	}
+	return err
 }
 
 // ClockShim implements Backend.
@@ -312,4 +349,12 @@ func startDocker(ctx context.Context, name string, cfg Config) (System, error) {
 		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
 	}
 	return startMastersDocker(ctx, cfg, dir)
+}
+
+// up starts the node's container, then the node in it.
+func (b *docker) up(ctx context.Context, name string) error {
+	if err := b.session.Start(ctx, name); err != nil {
+		return err
+	}
+	return b.Start(ctx, name)
 }

@@ -77,6 +77,20 @@ func TestDockerMasters(t *testing.T) {
 		t.Fatalf("a continued node does not answer: %v", err)
 	}
 
+	// A paused node killed dies (the freezer holds the SIGKILL back until the thaw) and starts again.
+	if err := b.Signal(n1.Name, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Kill(n1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx, n1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Ping(ctx, n1.Name); err != nil {
+		t.Fatalf("a node killed while paused does not answer after its start: %v", err)
+	}
+
 	// The clock shim inside the container reads the offset the harness writes on the host.
 	n2 := sys.Nodes()[1].Name
 	if err := b.SetClockOffset(n2, time.Hour); err != nil {

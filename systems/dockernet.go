@@ -14,7 +14,8 @@ import (
 // namespace, entered from the host with nsenter: the container's interface drops (or resets) what
 // comes from and goes to the host's address on the run's network, which is where every client's
 // connection comes from. The rules live in the namespace, so they die with the container and no cut
-// outlives the run; a node restarted while cut gets them again before it answers anyone.
+// outlives the run. The container outlives the node's restarts, so a node restarted while cut is
+// still cut; its start then waits for its log to say it is ready, as it cannot be asked.
 // (Measured here: iptables works in a container's namespace; tc netem does not exist on this
 // kernel, so latency stays in the harness's proxies.)
 
@@ -39,7 +40,7 @@ func cutRules(mode, gw string) [][]string {
 	return [][]string{{"INPUT", "-s", gw, "-j", "DROP"}, {"OUTPUT", "-d", gw, "-j", "DROP"}}
 }
 
-// CutNetwork implements nemesis.NetCutter. A node that is down is cut when it starts again.
+// CutNetwork implements nemesis.NetCutter.
 func (b *docker) CutNetwork(ctx context.Context, node, mode string) error {
 	n, err := b.node(node)
 	if err != nil {
@@ -47,17 +48,10 @@ func (b *docker) CutNetwork(ctx context.Context, node, mode string) error {
 	}
 	n.op.Lock()
 	defer n.op.Unlock()
-	b.mu.Lock()
 	if n.cut != "" {
-		b.mu.Unlock()
 		return fmt.Errorf("node %s is already cut", node)
 	}
 	n.cut = mode
-	running := n.running
-	b.mu.Unlock()
-	if !running {
-		return nil
-	}
 	return b.iptables(ctx, n, "-A", mode)
 }
 
@@ -69,11 +63,9 @@ func (b *docker) HealNetwork(ctx context.Context, node string) error {
 	}
 	n.op.Lock()
 	defer n.op.Unlock()
-	b.mu.Lock()
-	mode, running := n.cut, n.running
+	mode := n.cut
 	n.cut = ""
-	b.mu.Unlock()
-	if mode == "" || !running {
+	if mode == "" {
 		return nil
 	}
 	return b.iptables(ctx, n, "-D", mode)
@@ -83,9 +75,7 @@ func (b *docker) HealNetwork(ctx context.Context, node string) error {
 func (b *docker) iptables(ctx context.Context, n *dockerNode, op, mode string) error {
 	pid := b.session.Pid(ctx, n.name)
 	if pid == 0 {
-		// Not started yet (or already dead): no namespace holds rules, and the next start applies
-		// the cut in effect then.
-		return nil
+		return fmt.Errorf("node %s: its container does not run", n.name)
 	}
 	for _, r := range cutRules(mode, b.session.Gateway().String()) {
 		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", "-w", op}, r...)

@@ -99,11 +99,11 @@ func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, 
 		}
 		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
 	}
-	// The containers start together: each takes about a second, most of it the Engine's.
+	// The containers start together: each takes the Engine a second or more.
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { errs[i] = b.Start(ctx, n.Name) })
+		wg.Go(func() { errs[i] = b.up(ctx, n.Name) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
