@@ -5,11 +5,13 @@
 set -u
 BIN=${1:-bin/lockpick}
 STORE=${2:-/tmp/lockpick-leftovers}
+# This script's runs only (their label is a directory under the store), and the shared node images
+# (another run going at the same time keeps its own, and its image, which clean leaves alone).
 count() {
-	c=$(docker ps -aq --filter label=dev.lockpick.run | wc -l)
-	n=$(docker network ls -q --filter label=dev.lockpick.run | wc -l)
+	c=$(docker ps -a --format '{{.Label "dev.lockpick.run"}}' | grep -c "^$STORE/")
+	n=$(docker network ls --format '{{.Label "dev.lockpick.run"}}' | grep -c "^$STORE/")
 	i=$(docker images -q --filter label=dev.lockpick.image | wc -l)
-	echo "containers $c, networks $n, images $i"
+	echo "containers $c, networks $n, node images $i"
 }
 echo "before: $(count)"
 for sig in INT TERM KILL; do
