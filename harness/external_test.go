@@ -202,9 +202,17 @@ func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 		}
 	}
 	admin.Set(ctx, "lockpick:0", "theirs", 0)
+	// Both servers' keys once the replica has caught up with the primary.
 	dump := func() string {
-		time.Sleep(300 * time.Millisecond) // the replica catches up
-		return dumpKeys(t, ctx, primary) + " | " + dumpKeys(t, ctx, replica)
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			p, r := dumpKeys(t, ctx, primary), dumpKeys(t, ctx, replica)
+			if p == r {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replica never caught up:\nprimary %s\nreplica %s", p, r)
+			}
+		}
 	}
 	before := dump()
 	out, err := Run(ctx, Config{
