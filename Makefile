@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card selftest clean
+.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card docker-scenarios selftest clean
 
 all: build
 
@@ -104,6 +104,13 @@ etcd-figures: deps build
 LOCK ?= single
 card: deps build
 	$(BIN) card $(LOCK) --store $(STORE) --report docs/cards/$(LOCK).md $(ARGS)
+
+# The Docker subset (issue 16): scenarios whose faults act on the nodes themselves (kill and restart,
+# pause, clock jumps), run unchanged with --backend docker, nodes as containers. Needs a reachable
+# Docker Engine; `lockpick clean` removes what an interrupted run left.
+DOCKER_SCENARIOS := single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority
+docker-scenarios: deps build
+	$(BIN) scenario $(DOCKER_SCENARIOS) --backend docker --stop-at-first --store $(STORE) $(ARGS)
 
 # lockpick's mutation self-test: its deliberately broken locks through the scenarios that should
 # catch them, and the correct locks through every one (about 10 minutes); the score table goes to

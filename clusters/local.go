@@ -235,17 +235,23 @@ func (c *Local) Node(name string) (*Node, error) {
 }
 
 func (c *Local) args(n *Node) []string {
+	return RedisArgs("127.0.0.1", n.Port, n.Dir, c.cfg.Persistence)
+}
+
+// RedisArgs is the command line of a redis-server node listening on bind:port, with dir as its
+// working directory (an absolute path: its data and its log live there) and persistence p.
+func RedisArgs(bind string, port int, dir string, p Persistence) []string {
 	args := []string{
-		"--port", strconv.Itoa(n.Port),
-		"--bind", "127.0.0.1",
-		"--dir", n.Dir,
-		"--logfile", n.logFile(),
+		"--port", strconv.Itoa(port),
+		"--bind", bind,
+		"--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"),
 		"--daemonize", "no",
 		"--protected-mode", "no",
 		"--save", "",
 		"--appendfilename", "appendonly.aof",
 	}
-	switch c.cfg.Persistence {
+	switch p {
 	case PersistNone:
 		args = append(args, "--appendonly", "no")
 	case PersistAOFEverysec:

@@ -116,6 +116,20 @@ type Config struct {
 	// ClientCaps are what --lock client's program offers (validity, token, extend, watchdog,
 	// reentrant), as the user declares them; the program's init_ok must not claim less.
 	ClientCaps []string `json:"client_capabilities,omitempty"`
+	// Backend runs the system's nodes: local (child processes, the default) or docker (containers
+	// on a private bridge network); see systems.Backends.
+	Backend string `json:"backend,omitempty"`
+	// DockerHost is the Docker Engine of the docker backend; empty means DOCKER_HOST or the local
+	// socket.
+	DockerHost string `json:"docker_host,omitempty"`
+	// Endpoints are the servers of the external backend, host:port each, run by someone else.
+	Endpoints []string `json:"endpoints,omitempty"`
+	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes
+	// only keys holding it.
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// MasterName is the name external sentinels monitor the primary under (the sentinel locks on
+	// --backend external, whose --endpoints are then sentinels).
+	MasterName string `json:"master_name,omitempty"`
 
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
@@ -173,7 +187,17 @@ func (c *Config) Resolve() error {
 	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
 		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
 	}
+	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System != "redis-sentinel" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
+		// The endpoints are the nodes; the lock then checks their number as it would --nodes.
+		c.Nodes = len(c.Endpoints)
+	}
 	if err := c.resolveSystem(); err != nil {
+		if c.Backend == systems.BackendExternal {
+			return fmt.Errorf("%w (with --backend external the %d --endpoints are the nodes)", err, len(c.Endpoints))
+		}
+		return err
+	}
+	if err := c.resolveBackend(); err != nil {
 		return err
 	}
 	if c.WatchdogTimeout < 0 {
@@ -300,6 +324,9 @@ func (c *Config) resolveSystem() error {
 		}
 		return nil
 	case "redis-sentinel":
+		if c.Backend == systems.BackendExternal && (c.Replicas != 0 || c.Sentinels != 0) {
+			return fmt.Errorf("--replicas and --sentinels size the sentinel system lockpick starts; on --backend external the sentinels report them: drop them")
+		}
 		if c.Nodes != 0 {
 			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
 		}
@@ -325,7 +352,8 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
 		BasePort: c.BasePort, ClockShim: shim, Logger: log, Direct: !c.NeedsLinks(),
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
-		Etcd: systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
 	}
 }
 
@@ -515,7 +543,7 @@ func (c *Config) GroupNames() []string {
 func (c *Config) KeyNames() []string {
 	keys := make([]string, c.Keys)
 	for i := range keys {
-		keys[i] = workloads.KeyName(i)
+		keys[i] = c.KeyPrefix + workloads.KeyName(i)
 	}
 	return keys
 }
@@ -534,6 +562,7 @@ func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	}
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
+	e.NetFaults = c.Backend == systems.BackendDocker
 	return e
 }
 

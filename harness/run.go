@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
@@ -49,6 +50,8 @@ type Outcome struct {
 	Errors []string
 	// Warnings are signs the run measured the harness more than the lock (an overloaded machine).
 	Warnings []string
+	// Notes are what the run did besides its plan (removing what a killed run left behind).
+	Notes []string
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
@@ -74,6 +77,13 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err != nil {
 		return nil, &StartError{err}
 	}
+	eng, cleaned, err := openBackend(ctx, cfg)
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	if eng != nil {
+		defer eng.Close()
+	}
 	dir, err := results.NewRunDir(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return nil, &StartError{err}
@@ -87,7 +97,10 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
 	}
-	sys, err := startSystem(ctx, cfg, dir, shim, log)
+	if cleaned != "" {
+		log.Warn(cleaned)
+	}
+	sys, err := startSystem(ctx, cfg, dir, shim, eng, log)
 	if err != nil {
 		return nil, &StartError{err}
 	}
@@ -110,6 +123,9 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 		return nil, fmt.Errorf("run in %s: %w", dir, err)
 	}
 	out.Dir = dir
+	if cleaned != "" {
+		out.Notes = append(out.Notes, cleaned)
+	}
 	out.Errors = append(out.Errors, sys.answering(ctx)...)
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
@@ -129,12 +145,12 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 // a nemesis needs it. Only runs that move clocks load the shim: other runs use the nodes unmodified,
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
-	if cfg.System != "etcd" || cfg.Workload == "counter" {
+	if (cfg.System != "etcd" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
 		if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
-	if cfg.System == "etcd" {
+	if cfg.System == "etcd" && cfg.Backend != systems.BackendExternal {
 		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
 		if err != nil {
 			return "", err
@@ -154,11 +170,21 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
 	backend := sys.sut.Backend()
 	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
+	// The nodes the system runs: the configured layout's, or what external sentinels reported.
+	env.Nodes = nil
+	for _, n := range sys.sut.Nodes() {
+		if n.Data {
+			env.Nodes = append(env.Nodes, n.Name)
+		}
+	}
 	if sys.faults != nil {
 		env.Clients, env.Crashes, env.ClientClocks = sys.faults.Pauses, sys.faults, sys.faults
 	}
 	if backend.ClockShim() {
 		env.Clocks = backend
+	}
+	if nc, ok := backend.(nemesis.NetCutter); ok {
+		env.Net = nc
 	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
@@ -292,7 +318,7 @@ func (c *Config) workload(sys *system) interface {
 	if sys.store != nil {
 		return workloads.Counter{
 			Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Seed: c.Seed,
-			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses,
+			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses, Prefix: c.KeyPrefix,
 		}
 	}
 	return c.mutex()
@@ -303,7 +329,7 @@ func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
 		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
-		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant,
+		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant, Prefix: c.KeyPrefix,
 	}
 }
 
@@ -397,7 +423,7 @@ type system struct {
 
 // startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
 // resource. On error everything started is stopped again.
-func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Logger) (_ *system, err error) {
+func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *containers.Engine, log *slog.Logger) (_ *system, err error) {
 	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients), clients: filepath.Join(dir, "clients")}
 	defer func() {
 		if err != nil {
@@ -408,7 +434,9 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, log *slog.Lo
 		return nil, err
 	}
 	nodesDir := filepath.Join(dir, results.NodesDir)
-	if sys.sut, err = systems.Start(ctx, cfg.System, cfg.systemConfig(nodesDir, shim, log)); err != nil {
+	scfg := cfg.systemConfig(nodesDir, shim, log)
+	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir}
+	if sys.sut, err = systems.Start(ctx, cfg.System, scfg); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
 	sys.closers = append(sys.closers, func() { sys.sut.Close() })
@@ -510,8 +538,8 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 			}
 			opts := locks.Options{
 				NodeTimeout: time.Duration(cfg.NodeTimeout), WatchdogTimeout: cfg.Expiry(),
-				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process),
-				Process: process, TTL: time.Duration(cfg.TTL), KeyPrefix: workloads.KeyPrefix, ClientDir: s.clients,
+				Clock: s.faults.Clock(slot), Crash: s.faults.CrashHook(process), MasterName: cfg.MasterName,
+				Process: process, TTL: time.Duration(cfg.TTL), KeyPrefix: cfg.KeyPrefix + workloads.KeyPrefix, ClientDir: s.clients,
 				ClientCmd: cfg.ClientCmd, ClockShim: s.clientShim,
 				ClientOptions: map[string]string{"node_timeout_ms": strconv.FormatInt(time.Duration(cfg.NodeTimeout).Milliseconds(), 10)},
 			}

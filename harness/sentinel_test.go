@@ -25,7 +25,7 @@ func TestRoleChangesAgreeWithTheSentinels(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	sys, err := startSystem(ctx, cfg, t.TempDir(), "", log)
+	sys, err := startSystem(ctx, cfg, t.TempDir(), "", nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,6 +164,9 @@ type Options struct {
 	ClockShim string
 	// ClientInitTimeout bounds a program's answer to init; zero means ClientInitTimeout.
 	ClientInitTimeout time.Duration
+	// MasterName is the name the sentinels monitor the primary under; empty means systems.MasterName,
+	// the one lockpick's own sentinels use.
+	MasterName string
 }
 
 // now reads the client's wall clock.

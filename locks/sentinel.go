@@ -60,8 +60,12 @@ func newSentinel(eps []Endpoint, o Options, wait, fenced bool) (*sentinelLock, e
 	dialer := &net.Dialer{Timeout: o.NodeTimeout}
 	s := &sentinelLock{opts: o, wait: wait, fenced: fenced, replicas: replicas}
 	s.master.Store("")
+	master := o.MasterName
+	if master == "" {
+		master = systems.MasterName
+	}
 	s.client = redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    systems.MasterName,
+		MasterName:    master,
 		SentinelAddrs: sentinels,
 		// The sentinels answer with the addresses the servers know each other by; every connection,
 		// to a sentinel or to the master, goes through this client's own link to that node.

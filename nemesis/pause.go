@@ -63,16 +63,24 @@ func (n *Pause) Name() string { return "pause" }
 // Plan implements Nemesis: one pause at a time. Lock-aware targets are left empty and chosen by
 // Resolve.
 func (n *Pause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
-	n.resolve.seed(rng)
-	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
-		end := at + n.Durations[rng.IntN(len(n.Durations))]
-		var nodes []string
-		if !IsResolved(n.Target) {
-			nodes = PickNodes(rng, n.Env.Nodes, n.Target)
+	return targetPlan(rng, &n.resolve, n.Env.Nodes, n.Interval, timeLimit, "stop", "cont", func() time.Duration {
+		return n.Durations[rng.IntN(len(n.Durations))]
+	})
+}
+
+// targetPlan is the plan of a fault that hits target nodes (fault) and heals them (heal) after a
+// drawn duration, one at a time. Lock-aware and role targets are left empty, for Resolve.
+func targetPlan(rng *rand.Rand, r *leaseResolver, nodes []string, interval, timeLimit time.Duration, fault, heal string, duration func() time.Duration) []Op {
+	r.seed(rng)
+	return timedPlan(rng, interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+		end := at + duration()
+		var hit []string
+		if !IsResolved(r.target) {
+			hit = PickNodes(rng, nodes, r.target)
 		}
 		return []Op{
-			{At: at, F: "stop", Nodes: nodes, Effect: history.EffectFault},
-			{At: end, F: "cont", Nodes: slices.Clone(nodes), Effect: history.EffectHeal},
+			{At: at, F: fault, Nodes: hit, Effect: history.EffectFault},
+			{At: end, F: heal, Nodes: slices.Clone(hit), Effect: history.EffectHeal},
 		}, end
 	})
 }
@@ -81,14 +89,20 @@ func (n *Pause) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 // nodes, a role target stops the nodes that have the role now; its heal continues whatever is
 // stopped.
 func (n *Pause) Resolve(ctx context.Context, op Op) (Op, error) {
+	return resolveTargets(ctx, op, &n.resolve, n.Env.TTL, "cont", n.stoppedNodes)
+}
+
+// resolveTargets gives a planned operation without nodes its targets: a heal (F heal) takes the
+// nodes still hit, a fault the nodes r picks now.
+func resolveTargets(ctx context.Context, op Op, r *leaseResolver, wait time.Duration, heal string, hit func() []string) (Op, error) {
 	if len(op.Nodes) > 0 {
 		return op, nil
 	}
-	if op.F == "cont" {
-		op.Nodes = n.stoppedNodes()
+	if op.F == heal {
+		op.Nodes = hit()
 		return op, nil
 	}
-	nodes, err := n.resolve.pick(ctx, n.Env.TTL)
+	nodes, err := r.pick(ctx, wait)
 	op.Nodes = nodes
 	return op, err
 }

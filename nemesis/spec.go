@@ -245,6 +245,12 @@ type WriteHolder interface {
 // lease probe, and the run's timing. Nothing here is particular to a server family.
 type Env struct {
 	Cluster Cluster
+	// Net cuts nodes' own network interfaces; nil when the backend cannot (local nodes share the
+	// loopback interface).
+	Net NetCutter
+	// NetFaults says whether the run's backend offers Net, for checking a configuration before the
+	// system runs.
+	NetFaults bool
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
 	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the
@@ -296,6 +302,7 @@ func builders() map[string]builder {
 		"client-crash":    buildClientCrash,
 		"client-clock":    buildClientClock,
 		"failover":        buildFailover,
+		"netcut":          buildNetCut,
 	}
 }
 

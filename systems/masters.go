@@ -2,9 +2,11 @@ package systems
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clusters"
@@ -15,11 +17,13 @@ import (
 // five), each reached by each client group through its own link, or directly when no fault of the
 // run goes through links (Config.Direct). Roles never change.
 type masters struct {
-	cluster *clusters.Local
+	backend nodeBackend
 	links   *links.Set // empty when direct
 	direct  bool
 	nodes   []Node
 	groups  []string
+	// external: the servers are someone else's, and nothing may pause their clients' writes.
+	external bool
 }
 
 func startMasters(ctx context.Context, cfg Config) (System, error) {
@@ -37,13 +41,25 @@ func startMasters(ctx context.Context, cfg Config) (System, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start redis-masters: %w", err)
 	}
-	m := &masters{cluster: cluster, links: links.New(), direct: cfg.Direct, groups: cfg.Groups}
+	var nodes []Node
 	for _, n := range cluster.Nodes() {
-		m.nodes = append(m.nodes, Node{Name: n.Name, Role: RoleMaster, Addr: n.Addr(), Data: true})
+		nodes = append(nodes, Node{Name: n.Name, Role: RoleMaster, Addr: n.Addr(), Data: true})
 	}
-	for _, n := range m.nodes {
-		for _, g := range cfg.Groups {
-			if m.direct {
+	return newMasters(mastersBackend{cluster}, nodes, cfg.Groups, cfg.Direct)
+}
+
+// nodeBackend is a Backend that can stop everything it started.
+type nodeBackend interface {
+	Backend
+	Close() error
+}
+
+// newMasters links every client group to every node, unless direct; on error it closes the backend.
+func newMasters(b nodeBackend, nodes []Node, groups []string, direct bool) (*masters, error) {
+	m := &masters{backend: b, links: links.New(), groups: groups, nodes: nodes, direct: direct}
+	for _, n := range nodes {
+		for _, g := range groups {
+			if direct {
 				break // no links to make
 			}
 			if _, err := m.links.Add(g, n.Name, n.Addr); err != nil {
@@ -53,6 +69,70 @@ func startMasters(ctx context.Context, cfg Config) (System, error) {
 		}
 	}
 	return m, nil
+}
+
+// startMastersDocker runs redis-masters as containers: the same nodes, links and faults as the
+// local backend, with each node in its own network namespace.
+func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, err error) {
+	bin, err := clusters.FindRedisServer(cfg.RedisServer)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{bin}
+	if cfg.ClockShim != "" {
+		files = append(files, cfg.ClockShim)
+	}
+	image, err := cfg.Docker.Engine.NodeImage(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newDocker(ctx, cfg.Docker, cfg.ClockShim, persistence(cfg.Persistence), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	var nodes []Node
+	for i := range cfg.Nodes {
+		name := fmt.Sprintf("n%d", i+1)
+		n, err := b.addRedis(ctx, name, filepath.Join(dir, name), image, bin)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
+	}
+	// The containers start together: each takes the Engine a second or more.
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = b.up(ctx, n.Name) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
+	}
+	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
+}
+
+// persistence is p, or none when unset.
+func persistence(p clusters.Persistence) clusters.Persistence {
+	if p == "" {
+		return clusters.PersistNone
+	}
+	return p
+}
+
+// addr is a node's own address.
+func (m *masters) addr(node string) (string, error) {
+	for _, n := range m.nodes {
+		if n.Name == node {
+			return n.Addr, nil
+		}
+	}
+	return "", fmt.Errorf("no node %q", node)
 }
 
 // Name implements System.
@@ -94,33 +174,36 @@ func groupEndpoints(set *links.Set, group string, nodes []Node, known func(Node)
 func (m *masters) Links() *links.Set { return m.links }
 
 // Backend implements System.
-func (m *masters) Backend() Backend { return mastersBackend{m.cluster} }
+func (m *masters) Backend() Backend { return m.backend }
 
 // Watch implements System: independent masters announce nothing.
 func (m *masters) Watch(func(Event)) {}
 
 // HoldWrites implements System.
 func (m *masters) HoldWrites(ctx context.Context, node string, max time.Duration, f func(context.Context) error) error {
-	n, err := m.cluster.Node(node)
+	if m.external {
+		return fmt.Errorf("holding writes (CLIENT PAUSE) on node %s: it %w", node, ErrExternal)
+	}
+	addr, err := m.addr(node)
 	if err != nil {
 		return err
 	}
-	return holdWrites(ctx, n.Addr(), max, f)
+	return holdWrites(ctx, addr, max, f)
 }
 
 // Ping implements System.
 func (m *masters) Ping(ctx context.Context, node string) error {
-	n, err := m.cluster.Node(node)
+	addr, err := m.addr(node)
 	if err != nil {
 		return err
 	}
-	return clusters.PingOnce(ctx, n.Addr())
+	return clusters.PingOnce(ctx, addr)
 }
 
 // Close implements System.
 func (m *masters) Close() error {
 	m.links.Close()
-	return m.cluster.Close()
+	return m.backend.Close()
 }
 
 // mastersBackend is clusters.Local as a Backend.

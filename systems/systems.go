@@ -165,6 +165,18 @@ type Config struct {
 	Sentinel SentinelConfig
 	// Etcd is the size and server program of etcd.
 	Etcd EtcdConfig
+
+	// Backend runs the nodes: BackendLocal (empty) or BackendDocker.
+	Backend string
+	// Docker is the Engine and run label of BackendDocker.
+	Docker DockerConfig
+	// Endpoints are the servers of BackendExternal, host:port each.
+	Endpoints []string
+	// KeyPrefix is the run's unique key prefix: on BackendExternal, Close deletes the keys that
+	// hold it, and no other.
+	KeyPrefix string
+	// MasterName is the name external sentinels monitor the primary under (BackendExternal).
+	MasterName string
 }
 
 // Names lists the systems Start knows.
@@ -211,6 +223,12 @@ func Layout(name string, cfg Config) ([]Node, error) {
 func Start(ctx context.Context, name string, cfg Config) (System, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch cfg.Backend {
+	case BackendDocker:
+		return startDocker(ctx, name, cfg)
+	case BackendExternal:
+		return startExternal(ctx, name, cfg)
 	}
 	switch name {
 	case "redis-masters":

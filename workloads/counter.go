@@ -36,6 +36,8 @@ type Counter struct {
 	Store *resource.Store
 	// Pauses, if not nil, lets the client-pause nemesis stop a process between its read and write.
 	Pauses *Pauses
+	// Prefix goes before every key name, as Mutex.Prefix.
+	Prefix string
 }
 
 // Run drives the processes until ctx is done; each finishes its current lock cycle first.
@@ -57,7 +59,7 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 	// Spread the processes' first requests, as the mutex workload does.
 	sleep(ctx, randDuration(rng, c.ThinkMax))
 	for ctx.Err() == nil {
-		key := KeyName(rng.IntN(c.Keys))
+		key := c.Prefix + KeyName(rng.IntN(c.Keys))
 		lease, err := cl.acquire(key)
 		if err != nil {
 			return err

@@ -44,6 +44,9 @@ type Mutex struct {
 	// Expiry stands in for the validity of leases that promise no deadline (watchdog locks: the
 	// watchdog timeout), so their holds too reach and pass the time the lock must renew them by.
 	Expiry time.Duration
+	// Prefix goes before every key name (a run against servers someone else runs keeps its keys
+	// apart from theirs); empty for nodes the run owns.
+	Prefix string
 	// Seed seeds each process's choices (keys, hold and think times).
 	Seed uint64
 
@@ -89,7 +92,7 @@ func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 	// time, instead of every process dialling every node in the same millisecond.
 	sleep(ctx, randDuration(rng, m.ThinkMax))
 	for ctx.Err() == nil {
-		key := KeyName(rng.IntN(m.Keys))
+		key := m.Prefix + KeyName(rng.IntN(m.Keys))
 		group := m.group(c.pid)
 		if !m.turns.mayTry(key, group) {
 			sleep(ctx, randDuration(rng, m.ThinkMax))

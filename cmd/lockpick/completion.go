@@ -38,6 +38,7 @@ func addCompletions(root *cobra.Command) {
 		"guard":       fixed(guards),
 		"persistence": fixed(persistence),
 		"system":      fixed(systems.Names()),
+		"backend":     fixed(systems.Backends()),
 	}
 	for _, cmd := range root.Commands() {
 		for name, fn := range flags {

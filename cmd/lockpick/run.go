@@ -25,6 +25,7 @@ func newRunCmd() *cobra.Command {
 	var ttl, timeLimit, recovery, interval, restartDelay, nodeTimeout, holdMax, thinkMax, checkTimeout, watchdogTimeout time.Duration
 	var junit *string
 	var seedList string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO.yaml]",
 		Short: "Run a lock under nemeses and check the history",
@@ -53,6 +54,14 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			}
 			cfg.Revision = revision
 			cfg.Command = cmdLine()
+			if dryRun {
+				text, err := harness.DryRun(cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), text)
+				return nil
+			}
 			if cmd.Flags().Changed("seeds") {
 				return runSeeds(cmd, cfg, seedList, *junit)
 			}
@@ -113,6 +122,11 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
+	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs; both redis-masters so far)", systems.Backends()))
+	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)")
+	f.StringVar(&cfg.MasterName, "master-name", "", "with --backend external and a sentinel lock: the name the --endpoints (sentinels) monitor the primary under")
+	f.BoolVar(&dryRun, "dry-run", false, "print what the run would do (nodes, keys, the faults' schedule, the clean-up) and exit without starting anything")
 	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
 }
@@ -125,13 +139,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server":
+		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server", "backend", "docker-host":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first and --etcd-server apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first, --etcd-server, --backend and --docker-host apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -140,6 +154,8 @@ func runFile(cmd *cobra.Command, file string) error {
 	o := scenarioOverrides{}
 	o.store, _ = cmd.Flags().GetString("store")
 	o.etcdServer, _ = cmd.Flags().GetString("etcd-server")
+	o.backend, _ = cmd.Flags().GetString("backend")
+	o.dockerHost, _ = cmd.Flags().GetString("docker-host")
 	junitPath, _ := cmd.Flags().GetString("junit")
 	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {
@@ -191,6 +207,9 @@ func printOutcome(w io.Writer, out *harness.Outcome) {
 	}
 	for _, e := range out.Warnings {
 		fmt.Fprintln(w, "warning:", e)
+	}
+	for _, e := range out.Notes {
+		fmt.Fprintln(w, "note:", e)
 	}
 	if out.StoppedEarly != "" {
 		fmt.Fprintf(w, "stopped early (--stop-at-first): %s\n", out.StoppedEarly)

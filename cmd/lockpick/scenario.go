@@ -17,6 +17,7 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/results"
 	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // scenarioOverrides are the flags that may change a scenario file's run without changing what it
@@ -31,6 +32,25 @@ type scenarioOverrides struct {
 	stopAtFirst bool
 	// etcdServer is the etcd program of scenarios on the etcd system (--etcd-server).
 	etcdServer string
+	// backend and dockerHost run the scenario's nodes elsewhere (--backend, --docker-host): the
+	// file's nodes, lock and faults stay what they are.
+	backend, dockerHost string
+}
+
+// apply sets the backend overrides on a scenario's configuration.
+func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
+	if o.backend != "" {
+		cfg.Backend = o.backend
+	}
+	if o.dockerHost != "" {
+		cfg.DockerHost = o.dockerHost
+	}
+}
+
+// backendFlags adds --backend and --docker-host, for scenario files, to o.
+func backendFlags(cmd *cobra.Command, o *scenarioOverrides) {
+	cmd.Flags().StringVar(&o.backend, "backend", "", fmt.Sprintf("run the scenarios' nodes on this backend: %v (default: the file's, else local)", systems.Backends()))
+	cmd.Flags().StringVar(&o.dockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
 }
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
@@ -65,6 +85,7 @@ func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario
 	if needs, err := locks.NeedsOf(cfg.Lock); err == nil && needs.System == "etcd" && o.etcdServer != "" {
 		cfg.EtcdServer = o.etcdServer
 	}
+	o.applyBackend(&cfg)
 	if o.stopAtFirst && settledByAViolation(s.Expect) {
 		cfg.StopAtFirst = true
 	}
@@ -102,6 +123,7 @@ func newScenarioCmd() *cobra.Command {
 	var etcdServer string
 	var junit *string
 	var parallel int
+	var bo scenarioOverrides
 	cmd := &cobra.Command{
 		Use:   "scenario [NAME|FILE.yaml...]",
 		Short: "Run scenarios and compare each outcome with the expected one",
@@ -117,7 +139,9 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				if err != nil {
 					return err
 				}
-				chosen = all
+				// Run without names on another backend, the scenarios whose system it cannot run are
+				// left out, and said so: the subset that backend can run.
+				chosen = onBackend(w, all, bo.backend)
 			}
 			for _, name := range args {
 				s, err := scenarios.Find(name)
@@ -135,7 +159,8 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				return nil
 			}
-			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer}
+			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer,
+				backend: bo.backend, dockerHost: bo.dockerHost}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -159,6 +184,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 	cmd.Flags().StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
 	cmd.Flags().BoolVar(&stopAtFirst, "stop-at-first", false, "end a scenario's fault phase at its first violation when the scenario expects violations and nothing else")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "scenarios at once (each run mostly waits, and has its own nodes and ports); each one's report is printed whole when it ends")
+	backendFlags(cmd, &bo)
 	junit = junitFlag(cmd, "scenario")
 	return cmd
 }
@@ -215,4 +241,28 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 		}
 	}
 	return failed, ran, err
+}
+
+// onBackend keeps the scenarios whose system and faults backend can run, and names the others.
+func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenarios.Scenario {
+	if backend == "" || backend == systems.BackendLocal {
+		return all
+	}
+	var kept, left []string
+	var out []scenarios.Scenario
+	for _, s := range all {
+		// Resolve refuses what the backend cannot run: the system, or a fault it does not offer.
+		cfg := s.Config
+		cfg.Backend = backend
+		if cfg.Resolve() == nil {
+			out = append(out, s)
+			kept = append(kept, s.Name)
+		} else {
+			left = append(left, s.Name)
+		}
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", backend, len(kept), backend, strings.Join(left, " "))
+	}
+	return out
 }

@@ -1,0 +1,70 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// DryRun resolves cfg and says what a run of it would do to the servers, the faults with their
+// schedule included, without starting or touching anything.
+func DryRun(cfg Config) (string, error) {
+	if err := cfg.Resolve(); err != nil {
+		return "", &StartError{err}
+	}
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("dry run: nothing is started, nothing is sent to any server")
+	p("lock %s on %s, backend %s, seed %d", cfg.Lock, cfg.System, cfg.Backend, cfg.Seed)
+	switch cfg.Backend {
+	case systems.BackendExternal:
+		if cfg.System == "redis-sentinel" {
+			p("  sentinels %s: someone else's; the primary, its replicas and the other sentinels are what they report for master %q when the run starts; lockpick connects to each as a client only", strings.Join(cfg.Endpoints, ", "), cfg.MasterName)
+			break
+		}
+		for i, n := range cfg.layout() {
+			p("  node %s = %s: someone else's server; lockpick connects as a client only", n.Name, cfg.Endpoints[i])
+		}
+	case systems.BackendDocker:
+		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
+	default:
+		p("  %d nodes as child processes on loopback, stopped at the end", len(cfg.layout()))
+	}
+	p("clients: %d processes in %d groups, each group through its own in-harness proxy to every node", cfg.Clients, cfg.ClientGroups)
+	p("keys: %s", strings.Join(cfg.KeyNames(), ", "))
+	etcd := cfg.System == "etcd"
+	if etcd {
+		p("  the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL")
+	} else {
+		p("  the lock's commands (SET NX PX, compare-and-delete and extend scripts, GET, the lease probe's reads) touch only these keys and keys named after them (a fencing token's counter lockpick:token:KEY)")
+	}
+	if cfg.Backend == systems.BackendExternal {
+		if etcd {
+			p("at the end: one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member", cfg.KeyPrefix)
+		} else {
+			p("at the end: on every endpoint (with sentinels, on the primary they name then), SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN, DEBUG or a SENTINEL command that changes anything, and never kills, pauses or restarts a server", cfg.KeyPrefix)
+		}
+		p("  (the key prefix is drawn anew for each run)")
+	}
+	p("time: %v of faults, then %v of recovery", time.Duration(cfg.TimeLimit), time.Duration(cfg.Recovery))
+	for _, spec := range cfg.Specs() {
+		n, err := nemesis.Build(spec, cfg.nemesisEnv(nil))
+		if err != nil {
+			return "", &StartError{fmt.Errorf("--nemesis: %w", err)}
+		}
+		plan := n.Plan(nemesis.Seed(cfg.Seed, spec.Name), time.Duration(cfg.TimeLimit))
+		p("nemesis %s: %d operations, then a final heal", spec, len(plan))
+		for _, op := range plan {
+			nodes := strings.Join(op.Nodes, " ")
+			if nodes == "" {
+				nodes = "(targets chosen when it starts)"
+			}
+			p("  at %7.3fs %-6s %s", op.At.Seconds(), op.F, nodes)
+		}
+	}
+	p("the run would be stored under %s", cfg.Store)
+	return b.String(), nil
+}

@@ -1,0 +1,178 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+)
+
+// external is the backend of servers someone else runs. lockpick only talks to them as a client:
+// every operation on a node is refused, and Close deletes the run's own keys (those holding its
+// unique prefix) and nothing else. It never flushes, kills, pauses or reconfigures a server.
+type external struct {
+	nodes  []Node
+	prefix string
+	log    *slog.Logger
+	// deleteKeys deletes the run's keys on the servers; Close calls it.
+	deleteKeys func() error
+}
+
+// ErrExternal is the refusal of every node operation on the external backend.
+var ErrExternal = errors.New("runs on --backend external: lockpick never kills, restarts, pauses or reconfigures a server it did not start")
+
+// startExternal links every client group to every endpoint as redis-masters nodes n1..nN.
+func startExternal(ctx context.Context, name string, cfg Config) (System, error) {
+	if err := CheckBackend(name, BackendExternal); err != nil {
+		return nil, err
+	}
+	if err := CheckEndpoints(cfg.Endpoints); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || strings.ContainsAny(cfg.KeyPrefix, "*?[]\\") {
+		return nil, fmt.Errorf("--backend external needs a unique key prefix lockpick-...: got %q", cfg.KeyPrefix)
+	}
+	switch name {
+	case "etcd":
+		return startExternalEtcd(ctx, cfg)
+	case "redis-sentinel":
+		return startExternalSentinel(ctx, cfg)
+	}
+	b := &external{prefix: cfg.KeyPrefix, log: cfg.Logger}
+	b.deleteKeys = b.deleteRedisKeys
+	for i, ep := range cfg.Endpoints {
+		b.nodes = append(b.nodes, Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Addr: ep, Data: true})
+	}
+	for _, n := range b.nodes {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := clusters.PingOnce(pctx, n.Addr)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s (%s) does not answer PING: %w: check the address and that the server is up", n.Addr, n.Name, err)
+		}
+	}
+	m, err := newMasters(b, b.nodes, cfg.Groups, cfg.Direct)
+	if err != nil {
+		return nil, err
+	}
+	m.external = true
+	return m, nil
+}
+
+// CheckEndpoints checks a list of host:port endpoints.
+func CheckEndpoints(eps []string) error {
+	if len(eps) == 0 {
+		return fmt.Errorf("--backend external needs the servers: add --endpoints host:port[,host:port...]")
+	}
+	seen := map[string]bool{}
+	for _, ep := range eps {
+		host, port, err := net.SplitHostPort(ep)
+		if err != nil || host == "" || port == "" {
+			return fmt.Errorf("--endpoints %q is not host:port (for example 10.0.0.5:6379)", ep)
+		}
+		if seen[ep] {
+			return fmt.Errorf("--endpoints names %s twice: each endpoint is one node", ep)
+		}
+		seen[ep] = true
+	}
+	return nil
+}
+
+func (b *external) refuse(node string) error { return fmt.Errorf("node %s %w", node, ErrExternal) }
+
+// Start implements Backend: refused.
+func (b *external) Start(_ context.Context, node string) error { return b.refuse(node) }
+
+// StartEmpty implements Backend: refused.
+func (b *external) StartEmpty(_ context.Context, node string) error { return b.refuse(node) }
+
+// Kill implements Backend: refused.
+func (b *external) Kill(node string) error { return b.refuse(node) }
+
+// Running implements Backend: a server someone else runs is taken to be up.
+func (b *external) Running(string) bool { return true }
+
+// Signal implements Backend: refused.
+func (b *external) Signal(node string, _ syscall.Signal) error { return b.refuse(node) }
+
+// ClockShim implements Backend: an external server's clock is its own.
+func (b *external) ClockShim() bool { return false }
+
+// SetClockOffset implements Backend: refused.
+func (b *external) SetClockOffset(node string, _ time.Duration) error { return b.refuse(node) }
+
+// ClockOffset implements Backend.
+func (b *external) ClockOffset(node string) (time.Duration, error) {
+	for _, n := range b.nodes {
+		if n.Name == node {
+			return clusters.MeasureClockOffset(n.Addr)
+		}
+	}
+	return 0, fmt.Errorf("no node %q", node)
+}
+
+// Close deletes the run's keys on every endpoint: on redis, SCAN for keys holding the run's prefix
+// (the lock keys, and the keys a lock derives from them, such as a fencing token's counter) and
+// UNLINK each; on etcd, delete the range the prefix begins.
+func (b *external) Close() error { return b.deleteKeys() }
+
+// deleteRedisKeys deletes the run's keys on every redis endpoint.
+func (b *external) deleteRedisKeys() error {
+	var errs []error
+	for _, n := range b.nodes {
+		deleted, err := DeleteKeys(context.Background(), n.Addr, b.prefix)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete the run's keys on %s (%s): %w", n.Addr, n.Name, err))
+		}
+		b.log.Info("deleted the run's keys", "node", n.Name, "addr", n.Addr, "keys", deleted, "match", "*"+b.prefix+"*")
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteKeys unlinks, on the server at addr, every key whose name contains prefix, and returns
+// how many it deleted.
+func DeleteKeys(ctx context.Context, addr, prefix string) (int, error) {
+	if prefix == "" {
+		return 0, fmt.Errorf("refusing to delete keys without a prefix")
+	}
+	admin := clusters.AdminClient(addr)
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pattern := "*" + escapeGlob(prefix) + "*"
+	n := 0
+	var cursor uint64
+	for {
+		keys, next, err := admin.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return n, err
+		}
+		if len(keys) > 0 {
+			if err := admin.Unlink(ctx, keys...).Err(); err != nil {
+				return n, err
+			}
+			n += len(keys)
+		}
+		if cursor = next; cursor == 0 {
+			return n, nil
+		}
+	}
+}
+
+// escapeGlob escapes the characters SCAN's MATCH treats as a pattern.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
