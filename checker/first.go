@@ -123,12 +123,12 @@ func promised(holds []hold) (Latency, int) {
 		h := &holds[i]
 		switch {
 		case h.dead:
+		case h.granted == Never:
+			unbounded++
 		case h.Validity > 0:
 			ns = append(ns, h.Validity)
-		case h.Deadline == Never || h.Deadline <= 0:
-			unbounded++
 		default:
-			ns = append(ns, h.Deadline-h.Start)
+			ns = append(ns, h.granted-h.Start)
 		}
 	}
 	return latency(ns), unbounded

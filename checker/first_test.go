@@ -61,3 +61,18 @@ func TestRegrantsCountFromTheFaultsEffect(t *testing.T) {
 		t.Errorf("summary lacks the regrant:\n%s", r.Summary())
 	}
 }
+
+// The validity promised is the one given at the grant: a renewal or a loss reported later does not
+// change what was promised, and a lease with no deadline promised none.
+func TestPromisedIsTheGrantsPromise(t *testing.T) {
+	h := (&hist{}).
+		acquire(0, "k", 0, 10, history.OK, "a", 0). // no deadline
+		add(history.Event{Time: 50, Type: history.Info, Process: 0, F: history.FLost, Key: "k", Value: "a"}).
+		acquire(1, "k", 100, 110, history.OK, "b", 1110).
+		add(history.Event{Time: 500, Type: history.Info, Process: 1, F: history.FRenewed, Key: "k", Value: "b", Deadline: 2000}).
+		release(1, "k", "b", 600, 610)
+	r := mustCheck(t, h.events())
+	if r.Stats.Unbounded != 1 || r.Stats.Promised.Count != 1 || r.Stats.Promised.Max != 1000 {
+		t.Fatalf("promised %+v, unbounded %d: want one hold promised 1000ms and one unbounded", r.Stats.Promised, r.Stats.Unbounded)
+	}
+}

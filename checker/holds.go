@@ -19,6 +19,9 @@ type hold struct {
 	// lateTo is how far late extends renewed the lease after its hold had ended: an extend that
 	// completes within it renews a lease already counted late once, and is not counted again.
 	lateTo int64
+	// granted is the deadline the lease was granted with (Never for none), before any renewal or
+	// loss moved Deadline.
+	granted int64
 }
 
 // expiredOnArrival reports whether a lease ending at deadline was already over when its acquire
@@ -254,6 +257,7 @@ func (pr *parser) event(i int) {
 			Process: e.Process, Value: e.Value, Token: e.Token,
 			Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
 		}}
+		h.granted = dl
 		h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
 		if expiredOnArrival(e.Time, dl) {
 			h.dead, h.EndedBy = true, "expired on arrival"
