@@ -199,19 +199,13 @@ func choosePorts(count, base int) ([]int, error) {
 		}
 		return ports, nil
 	}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range count {
-		l, err := ReservePort()
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
+	ls, err := ReservePorts(count)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range ls {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l.Close()
 	}
 	return ports, nil
 }

@@ -32,6 +32,24 @@ func ReservePort() (net.Listener, error) {
 	return nil, fmt.Errorf("find a free port in %d..%d: %w", lo, hi, err)
 }
 
+// ReservePorts holds count free ports open with ReservePort, so that nothing else this process
+// listens on (a link, the router) can take one before its node binds it; the caller closes each just
+// before its node starts.
+func ReservePorts(count int) ([]net.Listener, error) {
+	var ls []net.Listener
+	for range count {
+		l, err := ReservePort()
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
+}
+
 // nodePortRange is the range node ports are drawn from: up to 16384 ports just below the ephemeral
 // range (/proc/sys/net/ipv4/ip_local_port_range), never below 1024.
 func nodePortRange() (lo, hi int) {

@@ -75,12 +75,17 @@ func NewCellRun(seed uint64, dir string, r *checker.Result) *CellRun {
 func (c *Cell) Tally() string {
 	verdicts := make([]string, len(c.Runs))
 	for i, r := range c.Runs {
-		verdicts[i] = r.Verdict
-		if r.Error != "" {
-			verdicts[i] = "crashed"
-		}
+		verdicts[i] = verdictOrCrashed(r.Verdict, r.Error)
 	}
 	return tally(verdicts)
+}
+
+// verdictOrCrashed is a run's verdict, or "crashed" when it could not run (err set).
+func verdictOrCrashed(verdict, err string) string {
+	if err != "" {
+		return "crashed"
+	}
+	return verdict
 }
 
 // tally counts verdicts, "3/3 invalid" or "2/3 invalid, 1/3 valid".

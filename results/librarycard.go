@@ -179,10 +179,7 @@ func (card *LibraryCard) servers() string {
 func (row *CardRow) tally() string {
 	verdicts := make([]string, len(row.Runs))
 	for i, r := range row.Runs {
-		verdicts[i] = r.Verdict
-		if r.Error != "" {
-			verdicts[i] = "crashed"
-		}
+		verdicts[i] = verdictOrCrashed(r.Verdict, r.Error)
 	}
 	return tally(verdicts)
 }

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -97,7 +98,7 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 			s.Close()
 		}
 	}()
-	reserved, err := reservePorts(2 * len(s.nodes))
+	reserved, err := clusters.ReservePorts(2 * len(s.nodes))
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clusters"
@@ -23,24 +22,6 @@ func holdWrites(ctx context.Context, addr string, max time.Duration, f func(cont
 	}
 	defer admin.Do(context.WithoutCancel(pctx), "CLIENT", "UNPAUSE")
 	return f(pctx)
-}
-
-// reservePorts holds count free loopback ports open (clusters.ReservePort), so that nothing else this process listens on
-// (a link, the router) can take one before its node binds it; each is closed just before its node
-// starts.
-func reservePorts(count int) ([]net.Listener, error) {
-	var ls []net.Listener
-	for range count {
-		l, err := clusters.ReservePort()
-		if err != nil {
-			for _, l := range ls {
-				l.Close()
-			}
-			return nil, err
-		}
-		ls = append(ls, l)
-	}
-	return ls, nil
 }
 
 // errStopped is returned by waits cut short by the system closing.

@@ -136,7 +136,7 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 			s.Close()
 		}
 	}()
-	reserved, err := reservePorts(len(s.nodes))
+	reserved, err := clusters.ReservePorts(len(s.nodes))
 	if err != nil {
 		return nil, err
 	}

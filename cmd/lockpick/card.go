@@ -141,24 +141,18 @@ func (c *cardRun) runAll(rows []scenarios.Scenario, seeds []uint64, parallel int
 
 // run runs one row at one seed and records it on the card.
 func (c *cardRun) run(job cardJob) error {
-	cfg := job.s.Config
-	cfg.Name, cfg.Revision, cfg.Command, cfg.Store, cfg.Seed = job.s.Name, revision, cmdLine(), c.o.store, job.seed
-	if needs, err := locks.NeedsOf(cfg.Lock); err == nil && needs.System == "etcd" && c.o.etcdServer != "" {
-		cfg.EtcdServer = c.o.etcdServer
-	}
-	if c.o.stopAtFirst && settledByAViolation(job.s.Expect) {
-		cfg.StopAtFirst = true
-	}
-	out, err := harness.Run(c.cmd.Context(), cfg, nil)
+	o := c.o
+	o.seed = &job.seed
+	out, err := harness.Run(c.cmd.Context(), o.config(job.s), nil)
 	if err != nil {
-		return c.record(job, "", nil, "", err)
+		return c.record(job, "", "", nil, nil, err)
 	}
-	return c.record(job, out.Dir, out.Result, out.Stopped, nil)
+	return c.record(job, out.Dir, serverOf(out.Dir), out.Result, missed(job.s, out), nil)
 }
 
-// record puts one run of a row on the card and rewrites the card. stopped says how much of its plan
-// a run cut short had run; err that the run could not start or crashed.
-func (c *cardRun) record(job cardJob, dir string, res *checker.Result, stopped string, err error) error {
+// record puts one run of a row on the card and rewrites the card: server is the server program it
+// used, missed how it differed from the row's expectation, err that it could not start or crashed.
+func (c *cardRun) record(job cardJob, dir, server string, res *checker.Result, missed []string, err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	row := c.card.Rows[job.row]
@@ -167,11 +161,7 @@ func (c *cardRun) record(job cardJob, dir string, res *checker.Result, stopped s
 		row.Runs = append(row.Runs, &results.CardRun{Seed: job.seed, Error: err.Error()})
 		fmt.Fprintf(c.w, "%s seed %d: could not run: %v\n", job.s.Name, job.seed, err)
 	} else {
-		missed := job.s.Expect.Met(res)
-		if stopped != "" {
-			missed = append(missed, stopped)
-		}
-		r := results.NewCardRun(job.seed, dir, serverOf(dir), res, missed)
+		r := results.NewCardRun(job.seed, dir, server, res, missed)
 		row.Runs = append(row.Runs, r)
 		met := "met"
 		if len(missed) > 0 {
@@ -195,15 +185,19 @@ func (c *cardRun) fromStore(rows []scenarios.Scenario, seeds []uint64, store str
 	for i, s := range rows {
 		for _, seed := range seeds {
 			job := cardJob{row: i, s: s, seed: seed}
-			dir, err := storedRun(store, s, seed, c.o.etcdServer)
+			dir, server, err := storedRun(store, s, seed, c.o.etcdServer)
 			if err != nil {
-				if err := c.record(job, "", nil, "", err); err != nil {
+				if err := c.record(job, "", "", nil, nil, err); err != nil {
 					return err
 				}
 				continue
 			}
 			res, err := checker.CheckFile(filepath.Join(dir, history.FileName), checker.Options{Timeout: 2 * time.Minute})
-			if err := c.record(job, dir, res, "", err); err != nil {
+			var miss []string
+			if err == nil {
+				miss = s.Expect.Met(res)
+			}
+			if err := c.record(job, dir, server, res, miss, err); err != nil {
 				return err
 			}
 		}
@@ -212,32 +206,51 @@ func (c *cardRun) fromStore(rows []scenarios.Scenario, seeds []uint64, store str
 }
 
 // storedRun finds the latest run of scenario s with seed in store (and with the etcd server asked,
-// when one is).
-func storedRun(store string, s scenarios.Scenario, seed uint64, etcdServer string) (string, error) {
+// when one is), and the server program it used.
+func storedRun(store string, s scenarios.Scenario, seed uint64, etcdServer string) (dir, server string, err error) {
 	entries, err := os.ReadDir(filepath.Join(store, s.Name))
 	if err != nil {
-		return "", fmt.Errorf("no stored run of %s in %s: run it first (lockpick card without --from)", s.Name, store)
+		return "", "", fmt.Errorf("no stored run of %s in %s: run it first (lockpick card without --from)", s.Name, store)
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		dir := filepath.Join(store, s.Name, entries[i].Name())
-		b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-		if err != nil {
-			continue
-		}
-		var cfg struct {
-			Lock, Nemesis, Workload string
-			Seed                    uint64
-			EtcdServer              string `json:"etcd_server"`
-		}
-		if json.Unmarshal(b, &cfg) != nil || cfg.Seed != seed || cfg.Lock != s.Config.Lock || cfg.Nemesis != s.Config.Nemesis {
+		cfg, err := readRunConfig(dir)
+		if err != nil || cfg.Seed != seed || cfg.Lock != s.Config.Lock || cfg.Nemesis != s.Config.Nemesis {
 			continue
 		}
 		if (s.Config.Workload != "" && cfg.Workload != s.Config.Workload) || (etcdServer != "" && cfg.EtcdServer != etcdServer) {
 			continue
 		}
-		return dir, nil
+		return dir, cfg.server(), nil
 	}
-	return "", fmt.Errorf("no stored run of %s with seed %d in %s (of this scenario's lock, nemeses and workload): run it first", s.Name, seed, store)
+	return "", "", fmt.Errorf("no stored run of %s with seed %d in %s (of this scenario's lock, nemeses and workload): run it first", s.Name, seed, store)
+}
+
+// runConfig is what a card reads of a stored run's config.json.
+type runConfig struct {
+	Lock, Nemesis, Workload string
+	Seed                    uint64
+	EtcdServer              string `json:"etcd_server"`
+	Etcd                    *struct {
+		Version string `json:"version"`
+	} `json:"etcd"`
+}
+
+func readRunConfig(dir string) (runConfig, error) {
+	var cfg runConfig
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, json.Unmarshal(b, &cfg)
+}
+
+// server names the server program the run used ("etcd 3.4.23"); empty for systems that name none.
+func (cfg runConfig) server() string {
+	if cfg.Etcd == nil {
+		return ""
+	}
+	return "etcd " + cfg.Etcd.Version
 }
 
 // finish prints the rows, copies the card to --report, and gives the exit code.
@@ -274,20 +287,12 @@ func (c *cardRun) finish(took time.Duration) error {
 	return nil
 }
 
-// serverOf names the server program a stored run used, from its config.json ("etcd 3.4.23"); empty
-// for systems that do not name one.
+// serverOf names the server program a stored run used, from its config.json; empty for systems
+// that do not name one.
 func serverOf(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	cfg, err := readRunConfig(dir)
 	if err != nil {
 		return ""
 	}
-	var cfg struct {
-		Etcd *struct {
-			Version string `json:"version"`
-		} `json:"etcd"`
-	}
-	if json.Unmarshal(b, &cfg) != nil || cfg.Etcd == nil {
-		return ""
-	}
-	return "etcd " + cfg.Etcd.Version
+	return cfg.server()
 }

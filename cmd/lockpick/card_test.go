@@ -52,14 +52,14 @@ func TestStoredRunMatchesTheRow(t *testing.T) {
 	write("20260101T000000.000Z", `{"lock":"etcd","nemesis":`+string(nem)+`,"seed":3,"etcd_server":"system"}`)
 	write("20260101T000001.000Z", `{"lock":"etcd","nemesis":`+string(nem)+`,"seed":3,"etcd_server":"current"}`)
 	write("20260101T000002.000Z", `{"lock":"etcd","nemesis":"restart","seed":3}`)
-	dir, err := storedRun(store, s, 3, "")
+	dir, _, err := storedRun(store, s, 3, "")
 	if err != nil || filepath.Base(dir) != "20260101T000001.000Z" {
 		t.Errorf("latest run of seed 3: %s, %v", dir, err)
 	}
-	if dir, err := storedRun(store, s, 3, "system"); err != nil || filepath.Base(dir) != "20260101T000000.000Z" {
+	if dir, _, err := storedRun(store, s, 3, "system"); err != nil || filepath.Base(dir) != "20260101T000000.000Z" {
 		t.Errorf("run on the system etcd: %s, %v", dir, err)
 	}
-	if _, err := storedRun(store, s, 4, ""); err == nil || !strings.Contains(err.Error(), "seed 4") {
+	if _, _, err := storedRun(store, s, 4, ""); err == nil || !strings.Contains(err.Error(), "seed 4") {
 		t.Errorf("a seed never run: %v", err)
 	}
 }

@@ -67,9 +67,8 @@ func settledByAViolation(e scenarios.Expectation) bool {
 	return true
 }
 
-// runScenario runs one scenario, reports on w (the progress line, if any, goes to progress), and says
-// whether it showed what it expects.
-func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario, o scenarioOverrides) (met bool, err error) {
+// config is scenario s's run with the overrides applied.
+func (o scenarioOverrides) config(s scenarios.Scenario) harness.Config {
 	cfg := s.Config
 	cfg.Name, cfg.Revision, cfg.Command = s.Name, revision, cmdLine()
 	if o.store != "" {
@@ -89,6 +88,22 @@ func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario
 	if o.stopAtFirst && settledByAViolation(s.Expect) {
 		cfg.StopAtFirst = true
 	}
+	return cfg
+}
+
+// missed says how a run of s differed from what s expects; empty when it met it.
+func missed(s scenarios.Scenario, out *harness.Outcome) []string {
+	miss := s.Expect.Met(out.Result)
+	if out.Stopped != "" {
+		miss = append(miss, out.Stopped)
+	}
+	return miss
+}
+
+// runScenario runs one scenario, reports on w (the progress line, if any, goes to progress), and says
+// whether it showed what it expects.
+func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario, o scenarioOverrides) (met bool, err error) {
+	cfg := o.config(s)
 	seed := fmt.Sprintf("seed %d", cfg.Seed)
 	if s.RandomSeed && o.seed == nil {
 		seed = fmt.Sprintf("seed %d (drawn at random: the file gives none; rerun it with --seed %d)", cfg.Seed, cfg.Seed)
@@ -102,10 +117,7 @@ func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario
 	}
 	fmt.Fprint(w, out.Result.Summary())
 	printOutcome(w, out)
-	miss := s.Expect.Met(out.Result)
-	if out.Stopped != "" {
-		miss = append(miss, out.Stopped)
-	}
+	miss := missed(s, out)
 	o.junit.add(results.ScenarioCase(s.Name, s.Expect.String(), out.Dir, out.Result, miss, time.Since(began)))
 	if len(miss) == 0 {
 		fmt.Fprintf(w, "== %s: expected %s: met (%s)\n\n", s.Name, s.Expect, out.Dir)
