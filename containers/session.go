@@ -132,7 +132,7 @@ func (s *Session) Pause(ctx context.Context, name string) error {
 	if _, err := s.e.cli.ContainerPause(ctx, id, client.ContainerPauseOptions{}); err != nil {
 		return fmt.Errorf("pause container of %s: %w", name, err)
 	}
-	return nil
+	return s.awaitPaused(ctx, name, id, true)
 }
 
 // Unpause thaws a paused container.
@@ -144,7 +144,30 @@ func (s *Session) Unpause(ctx context.Context, name string) error {
 	if _, err := s.e.cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{}); err != nil {
 		return fmt.Errorf("unpause container of %s: %w", name, err)
 	}
-	return nil
+	return s.awaitPaused(ctx, name, id, false)
+}
+
+// awaitPaused waits until the Engine's own view of the container says paused is want. The Engine
+// answers a pause or unpause once the freezer has done it but records the new state only when
+// containerd's event arrives, and until then refuses an exec into a thawed container.
+func (s *Session) awaitPaused(ctx context.Context, name, id string, want bool) error {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res, err := s.e.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("inspect container of %s: %w", name, err)
+		}
+		if res.Container.State != nil && res.Container.State.Paused == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container of %s: the Engine still says paused=%v 10s after it was asked otherwise", name, !want)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container of %s: %w", name, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // Proc is a process run in a container, as the host sees it: its pid and its start time, so a pid

@@ -186,12 +186,18 @@ func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
+	// All three must listen before the first dump reads the replica.
+	for _, addr := range []string{primary, replica, sentinel} {
+		for deadline := time.Now().Add(10 * time.Second); clusters.PingOnce(ctx, addr) != nil; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the hand-started server at %s does not answer", addr)
+			}
+		}
+	}
 	admin := clusters.AdminClient(primary)
 	defer admin.Close()
-	for deadline := time.Now().Add(10 * time.Second); admin.Set(ctx, "app:1", "theirs", 0).Err() != nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the hand-started primary does not answer")
-		}
+	if err := admin.Set(ctx, "app:1", "theirs", 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 	admin.Set(ctx, "lockpick:0", "theirs", 0)
 	// Both servers' keys once the replica has caught up with the primary.
@@ -209,16 +215,17 @@ func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 	runExternal(t, "sentinel-fenced", []string{sentinel}, "prod", dump)
 }
 
-// freePorts are count loopback ports free a moment ago.
+// freePorts are count loopback ports below the ephemeral range, free a moment ago: no client's
+// outgoing connection takes one before the hand-started server binds it.
 func freePorts(t *testing.T, count int) []string {
+	ls, err := clusters.ReservePorts(count)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ports []string
-	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+	for _, l := range ls {
 		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+		l.Close()
 	}
 	return ports
 }
