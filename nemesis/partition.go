@@ -298,9 +298,9 @@ func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
 }
 
 // Resolve implements Resolver for partitions whose cuts are chosen when a fault starts: a role
-// target cuts the groups' paths to the nodes with the role right now; group=holder waits for a
-// process to be granted a lock and cuts its group (from the role's nodes, or from the nodes the kind
-// draws), preferring a grant made while it waits. A heal takes the same paths as its cut. Planned cuts are returned as they are.
+// target cuts the groups' paths to the nodes with the role right now; group=holder cuts the group
+// of a process that holds a lock (see waitForHolder) from the role's nodes, or from the nodes the
+// kind draws. A heal takes the same paths as its cut. Planned cuts are returned as they are.
 func (n *Partition) Resolve(ctx context.Context, op Op) (Op, error) {
 	if len(op.Nodes) > 0 || !n.resolved() {
 		return op, nil
