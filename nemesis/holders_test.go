@@ -39,12 +39,12 @@ func (f *fakeHolders) grantLater(d time.Duration, h Holder) {
 
 // A group=holder fault cuts the group of the process granted a lock while it waited, before an
 // older holder; without a new grant, the newest holder's; with nobody holding, it is skipped (and
-// so is its heal). Its heal takes exactly the paths its cut took.
+// so is its heal). Its heal takes exactly the paths its cut took, once the cut lasted its duration.
 func TestPartitionHolderGroup(t *testing.T) {
 	env := netEnv(fiveNodes, []string{"c1", "c2", "c3"})
 	view := &fakeHolders{}
 	env.Holders = view
-	n := build(t, "partition:group=holder:wait=300ms", env).(*Partition)
+	n := build(t, "partition:group=holder:wait=300ms:duration=200ms", env).(*Partition)
 	if !reflect.DeepEqual(n.Kinds, []string{PartClientMajority}) {
 		t.Fatalf("group=holder without a kind cuts %v, want the holder's group from a majority", n.Kinds)
 	}
@@ -72,11 +72,15 @@ func TestPartitionHolderGroup(t *testing.T) {
 	view.set(Holder{Process: 0, Group: "c1", Key: "k", Since: old}, Holder{Process: 4, Group: "c2", Key: "k", Since: old.Add(time.Millisecond)})
 	view.grantLater(50*time.Millisecond, Holder{Process: 2, Group: "c3", Key: "k"})
 	cut := resolve(plan[0])
+	cutAt := time.Now()
 	cuts := cutOf(cut)
 	if len(cuts) != 1 || len(cuts["c3"]) != 3 {
 		t.Fatalf("cut %q: want c3 (granted while the fault waited) cut from a majority", cut.F)
 	}
 	heal := resolve(plan[1])
+	if lasted := time.Since(cutAt); lasted < 200*time.Millisecond {
+		t.Fatalf("the cut, begun late, healed after %v: want its whole duration of 200ms", lasted)
+	}
 	if !reflect.DeepEqual(cutOf(heal), cuts) || !strings.HasPrefix(heal.F, "heal ") {
 		t.Fatalf("heal %q does not undo cut %q", heal.F, cut.F)
 	}

@@ -112,13 +112,14 @@ type Partition struct {
 	// instead of cutting client groups: paths=peers.
 	Peers bool
 	// HolderWait bounds how long a group=holder fault waits for a fresh grant before it takes the
-	// newest holder instead.
+	// newest holder instead. The cut then lasts its whole Duration from when it began.
 	HolderWait time.Duration
 
 	env      Env
 	rng      *rand.Rand // draws the kinds and nodes of faults resolved when they start
 	toxics   toxicSet
-	lastCuts Cuts // the cuts of the role-targeted fault in effect, which its heal undoes
+	lastCuts Cuts      // the cuts of the resolved fault in effect, which its heal undoes
+	cutAt    time.Time // when that fault's cut was resolved
 }
 
 func buildPartition(env Env, p *Params) (Nemesis, error) {
@@ -134,11 +135,11 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n.Kinds = p.Choices("kind", kinds, PartitionKinds()...)
 	n.Mode = p.Choice("mode", ModeDrop, PartitionModes()...)
 	n.Group = p.Choice("group", "", append(slices.Clone(env.Groups), GroupHolder)...)
-	n.HolderWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+	n.Duration = p.Duration("duration", 2*env.TTL)
+	n.HolderWait = p.Duration("wait", n.Duration)
 	if _, ok := p.spec.Params["wait"]; ok && n.Group != GroupHolder {
 		p.fail("wait= applies only to group=holder: add group=holder, or drop wait")
 	}
-	n.Duration = p.Duration("duration", 2*env.TTL)
 	n.Interval = p.Duration("interval", env.Interval)
 	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas, TargetLeader, TargetFollowers)
 	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
@@ -311,6 +312,10 @@ func (n *Partition) Resolve(ctx context.Context, op Op) (Op, error) {
 		if len(cuts) == 0 {
 			return op, nil // its cut was skipped: no heal without a fault
 		}
+		if err := n.keepCut(ctx); err != nil {
+			n.lastCuts = cuts // the final heal undoes it
+			return op, err
+		}
 		return opWithCuts(op.At, "heal", cuts, op.Effect), nil
 	}
 	n.lastCuts = nil
@@ -330,8 +335,29 @@ func (n *Partition) Resolve(ctx context.Context, op Op) (Op, error) {
 	for _, g := range groups {
 		cuts[g] = slices.Clone(nodes)
 	}
-	n.lastCuts = cuts
+	n.lastCuts, n.cutAt = cuts, time.Now()
 	return opWithCuts(op.At, "cut", cuts, op.Effect), nil
+}
+
+// keepCut waits, for a group=holder fault whose cut began late (it waited for a grant), until the
+// cut has lasted its Duration: a cut shortened by the wait could heal before the holder's lease
+// runs out, and test nothing. The next fault then starts late too.
+func (n *Partition) keepCut(ctx context.Context) error {
+	if n.Group != GroupHolder {
+		return nil
+	}
+	wait := time.Until(n.cutAt.Add(n.Duration))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("keep the cut: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
 }
 
 // resolveNodes are the nodes a fault starting now cuts: those with the role Target names, or a
