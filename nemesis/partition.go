@@ -199,7 +199,7 @@ func (n *Partition) resolved() bool { return n.Target != "" || n.Group == GroupH
 func (n *Partition) Name() string { return "partition" }
 
 // Plan implements Nemesis: one partition at a time, each lasting Duration, of a kind drawn from Kinds
-// (or, with a role Target, cuts Resolve chooses when the fault starts).
+// (or, with a role Target or group=holder, cuts Resolve chooses when the fault starts).
 func (n *Partition) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 	if n.resolved() {
 		plan := timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
