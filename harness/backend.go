@@ -22,7 +22,11 @@ func (c *Config) resolveBackend() error {
 	}
 	for _, s := range c.Specs() {
 		if s.Name == "netcut" && c.Backend == systems.BackendDocker {
-			if err := systems.NetToolsMissing(); err != nil {
+			missing := systems.NetToolsMissing
+			if !containers.IsLocalHost(c.DockerHost) {
+				missing = systems.RemoteNetToolsMissing
+			}
+			if err := missing(); err != nil {
 				return fmt.Errorf("--nemesis: %w", err)
 			}
 		}
