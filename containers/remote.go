@@ -361,14 +361,9 @@ func (s *Session) CopyOut(ctx context.Context, name, dir, hostDir string) error 
 		if err != nil {
 			return fmt.Errorf("copy %s out of %s: %w", dir, name, err)
 		}
-		// The archive's names start with the copied directory's base ("./" here); keep what is below.
+		// The archive's names are relative to the copied directory ("./redis.log").
 		rel := filepath.Clean(hdr.Name)
-		if _, after, ok := strings.Cut(rel, "/"); ok {
-			rel = after
-		} else {
-			continue
-		}
-		if !filepath.IsLocal(rel) {
+		if rel == "." || !filepath.IsLocal(rel) {
 			continue
 		}
 		dst := filepath.Join(hostDir, rel)

@@ -64,33 +64,38 @@ type dockerRemote struct {
 	persist clusters.Persistence
 	log     *slog.Logger
 	host    string
+	// tools are the paths of sh, rm and iptables in the node image.
+	tools map[string]string
 
 	mu    sync.Mutex
 	nodes map[string]*remoteNode
 }
 
 // remoteImageFiles are the host files of a remote node image: the server, the shim, the tools and
-// the iptables modules, which iptables opens itself (ldd does not list them).
-func remoteImageFiles(bin, shim string) ([]string, error) {
-	files := []string{bin}
+// the iptables modules, which iptables opens itself (ldd does not list them). tools are the tools'
+// paths, the same in the image.
+func remoteImageFiles(bin, shim string) (files []string, tools map[string]string, err error) {
+	files = []string{bin}
 	if shim != "" {
 		files = append(files, shim)
 	}
+	tools = map[string]string{}
 	for _, t := range remoteTools {
 		p, err := exec.LookPath(t)
 		if err != nil {
-			return nil, fmt.Errorf("the docker backend on a remote Engine packs %s into the node image, and this host has none: install it (apt-get install coreutils dash iptables)", t)
+			return nil, nil, fmt.Errorf("the docker backend on a remote Engine packs %s into the node image, and this host has none: install it (apt-get install coreutils dash iptables)", t)
 		}
+		tools[t] = p
 		files = append(files, p)
 	}
 	dir, err := xtablesDir()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, x := range xtablesExtensions {
 		files = append(files, filepath.Join(dir, x))
 	}
-	return files, nil
+	return files, tools, nil
 }
 
 // xtablesDir is where this host's iptables keeps its modules.
@@ -110,7 +115,7 @@ func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, 
 	if err != nil {
 		return nil, err
 	}
-	files, err := remoteImageFiles(bin, cfg.ClockShim)
+	files, tools, err := remoteImageFiles(bin, cfg.ClockShim)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +132,7 @@ func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, 
 		return nil, err
 	}
 	b := &dockerRemote{session: s, shim: cfg.ClockShim, persist: persistence(cfg.Persistence), log: cfg.Logger,
-		host: host, nodes: map[string]*remoteNode{}}
+		host: host, tools: tools, nodes: map[string]*remoteNode{}}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -169,7 +174,7 @@ func (b *dockerRemote) addRedis(ctx context.Context, name, dir, image, bin strin
 	}
 	idle := []string{bin, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
 	// The node records its pid in its container before it becomes redis-server (exec keeps the pid).
-	cmd := append([]string{"/bin/sh", "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`, bin},
+	cmd := append([]string{b.tools["sh"], "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`, bin},
 		clusters.RedisArgs("0.0.0.0", redisPort, dir, b.persist)...)
 	if _, err := b.session.CreatePod(ctx, name, containers.PodSpec{
 		Image: image, Idle: idle, Port: redisPort, Dir: dir, ClockDir: remoteClockDir,
@@ -244,7 +249,7 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	}
 	// Without persistence the server writes no files: there is nothing to remove.
 	if wipe && b.persist != clusters.PersistNone {
-		if _, err := b.session.Run(ctx, name, "rm", "-rf", filepath.Join(n.dir, "dump.rdb"), filepath.Join(n.dir, "appendonlydir")); err != nil {
+		if _, err := b.session.Run(ctx, name, b.tools["rm"], "-rf", filepath.Join(n.dir, "dump.rdb"), filepath.Join(n.dir, "appendonlydir")); err != nil {
 			return fmt.Errorf("start node %s without data: %w", name, err)
 		}
 	}
@@ -342,7 +347,7 @@ func (b *dockerRemote) Kill(name string) error {
 		b.mu.Unlock()
 		return nil
 	}
-	if _, err := b.session.Run(ctx, name, "/bin/sh", "-c", `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
+	if _, err := b.session.Run(ctx, name, b.tools["sh"], "-c", `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
 		return fmt.Errorf("kill node %s: %w", name, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
@@ -393,7 +398,7 @@ func (b *dockerRemote) Signal(name string, sig syscall.Signal) error {
 	case syscall.SIGCONT:
 		err = b.session.Unpause(ctx, name)
 	default:
-		_, err = b.session.Run(ctx, name, "/bin/sh", "-c", `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
+		_, err = b.session.Run(ctx, name, b.tools["sh"], "-c", `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
 		return err
 	}
 	if err == nil {
@@ -421,7 +426,7 @@ func (b *dockerRemote) SetClockOffset(name string, offset time.Duration) error {
 	defer cancel()
 	// 1<> opens without truncating: the same file, the same pages the shim maps.
 	script := `printf "` + octal(offset) + `" 1<>"$0"`
-	if _, err := b.session.RunNet(ctx, name, "/bin/sh", "-c", script, clockFile(remoteClockDir)); err != nil {
+	if _, err := b.session.RunNet(ctx, name, b.tools["sh"], "-c", script, clockFile(remoteClockDir)); err != nil {
 		return fmt.Errorf("set clock of %s: %w", name, err)
 	}
 	return nil
@@ -462,6 +467,7 @@ func (b *dockerRemote) Close() error {
 	for _, n := range b.nodes {
 		nodes = append(nodes, n)
 	}
+	b.nodes = map[string]*remoteNode{} // a second Close copies nothing
 	b.mu.Unlock()
 	for _, n := range nodes {
 		if err := b.session.CopyOut(ctx, n.name, n.dir, n.dir); err != nil {

@@ -64,9 +64,9 @@ func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
 func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode string) error {
 	var cmds []string
 	for _, r := range remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()) {
-		cmds = append(cmds, "iptables -w "+op+" "+strings.Join(r, " "))
+		cmds = append(cmds, b.tools["iptables"]+" -w "+op+" "+strings.Join(r, " "))
 	}
-	if _, err := b.session.RunNet(ctx, n.name, "/bin/sh", "-c", strings.Join(cmds, " && ")); err != nil {
+	if _, err := b.session.RunNet(ctx, n.name, b.tools["sh"], "-c", strings.Join(cmds, " && ")); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
 	return nil
