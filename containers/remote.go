@@ -397,3 +397,35 @@ func writeHostFile(dst string, r io.Reader) error {
 
 // Subnet is the run's network: the nodes' own addresses, and the holders' peers.
 func (s *Session) Subnet() netip.Prefix { return s.subnet }
+
+// RunVolumes are the volumes mounted by the containers of the runs whose label starts with run
+// (the holders' anonymous clock volumes): what a test expects to find gone with them.
+func (e *Engine) RunVolumes(ctx context.Context, run string) ([]string, error) {
+	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelRun)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	seen := map[string]bool{}
+	var vols []string
+	for _, c := range cs.Items {
+		if !strings.HasPrefix(c.Labels[LabelRun], run) {
+			continue
+		}
+		for _, m := range c.Mounts {
+			if m.Name != "" && !seen[m.Name] {
+				seen[m.Name] = true
+				vols = append(vols, m.Name)
+			}
+		}
+	}
+	return vols, nil
+}
+
+// VolumeExists reports whether the Engine still has the named volume.
+func (e *Engine) VolumeExists(ctx context.Context, name string) (bool, error) {
+	_, err := e.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	if notFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
