@@ -38,13 +38,23 @@ func IsLocalHost(host string) bool {
 }
 
 // PublishHost is the address at which this host reaches the ports the Engine publishes: the host
-// of the Engine's own address (tcp://HOST:PORT, ssh://USER@HOST).
+// of the Engine's own address (tcp://HOST:PORT).
 func (e *Engine) PublishHost() (string, error) {
 	u, err := url.Parse(e.host)
 	if err != nil || u.Hostname() == "" {
-		return "", fmt.Errorf("the Docker Engine at %q names no host to reach its published ports at: use tcp://HOST:PORT or ssh://USER@HOST", e.host)
+		return "", fmt.Errorf("the Docker Engine at %q names no host to reach its published ports at: use tcp://HOST:PORT, or say where they are with --docker-publish-host", e.host)
 	}
 	return u.Hostname(), nil
+}
+
+// BindFor is the Engine host's address to publish ports on when this host reaches them at
+// publishHost: a loopback address is this very host (publish nowhere else); anything else may be
+// an address the Engine host does not know it has (NAT), so every address.
+func BindFor(publishHost string) netip.Addr {
+	if a, err := netip.ParseAddr(publishHost); err == nil && a.IsLoopback() {
+		return a
+	}
+	return netip.IPv4Unspecified()
 }
 
 // PodSpec is a node's pod on a remote Engine.
@@ -54,6 +64,8 @@ type PodSpec struct {
 	Idle []string
 	// Port is the node's TCP port, published on the Engine host.
 	Port int
+	// PublishHost is where this host reaches the published port.
+	PublishHost string
 	// Dir is the node's working directory inside its container.
 	Dir string
 	// ClockDir is a volume of the holder that the node's container shares: the holder (never
@@ -79,16 +91,7 @@ func (s *Session) CreatePod(ctx context.Context, name string, spec PodSpec) (net
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("node %s: %w", name, err)
 	}
-	bind := "0.0.0.0"
-	if h, err := s.e.PublishHost(); err == nil {
-		if a, err := netip.ParseAddr(h); err == nil && a.IsLoopback() {
-			bind = h // an Engine reached on loopback is this host: publish nowhere else
-		}
-	}
-	hostIP, err := netip.ParseAddr(bind)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("node %s: %w", name, err)
-	}
+	hostIP := BindFor(spec.PublishHost)
 	hid, err := s.create(ctx, holder(name), client.ContainerCreateOptions{
 		Config: &container.Config{Image: spec.Image, Cmd: spec.Idle, Labels: s.labels, Hostname: name,
 			ExposedPorts: network.PortSet{port: {}}, Volumes: map[string]struct{}{spec.ClockDir: {}}},

@@ -35,6 +35,9 @@ type DockerConfig struct {
 	Engine *containers.Engine
 	// Run labels the run's network and containers (the run's directory).
 	Run string
+	// PublishHost is where this host reaches the ports a remote Engine publishes; empty: the
+	// Engine's own host.
+	PublishHost string
 }
 
 // dockerNode is one node of the docker backend: a server process run (docker exec) in a container

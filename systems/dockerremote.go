@@ -123,9 +123,11 @@ func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, 
 	if err != nil {
 		return nil, err
 	}
-	host, err := cfg.Docker.Engine.PublishHost()
-	if err != nil {
-		return nil, err
+	host := cfg.Docker.PublishHost
+	if host == "" {
+		if host, err = cfg.Docker.Engine.PublishHost(); err != nil {
+			return nil, err
+		}
 	}
 	s, err := cfg.Docker.Engine.NewSession(ctx, cfg.Docker.Run)
 	if err != nil {
@@ -177,7 +179,7 @@ func (b *dockerRemote) addRedis(ctx context.Context, name, dir, image, bin strin
 	cmd := append([]string{b.tools["sh"], "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`, bin},
 		clusters.RedisArgs("0.0.0.0", redisPort, dir, b.persist)...)
 	if _, err := b.session.CreatePod(ctx, name, containers.PodSpec{
-		Image: image, Idle: idle, Port: redisPort, Dir: dir, ClockDir: remoteClockDir,
+		Image: image, Idle: idle, Port: redisPort, PublishHost: b.host, Dir: dir, ClockDir: remoteClockDir,
 		ClockFile: filepath.Base(clockFile(remoteClockDir)),
 	}); err != nil {
 		return err

@@ -180,3 +180,39 @@ func wantClock(t *testing.T, b Backend, node string, want time.Duration) {
 		t.Fatalf("clock offset of %s is %v, want about %v", node, off, want)
 	}
 }
+
+// Clients of a truly remote Engine reach a node through the Engine host's NAT and arrive from
+// their own address, outside the run's network, where the loopback test's arrive from the bridge's
+// gateway (the Engine's userland proxy): a cut stops them too. This host's own outward address
+// plays the remote client; the nodes are published on every address for the test's few seconds.
+func TestDockerRemoteCutFromOutside(t *testing.T) {
+	ctx := context.Background()
+	eng := remoteEngine(t)
+	probe, err := net.Dial("udp", "192.0.2.1:9") // no packet is sent: it picks the outward address
+	if err != nil {
+		t.Skipf("skipping: this host has no outward address to play a remote client from: %v", err)
+	}
+	outward := probe.LocalAddr().(*net.UDPAddr).IP.String()
+	probe.Close()
+	dir := t.TempDir()
+	sys, err := Start(ctx, "redis-masters", Config{
+		Dir: dir, Groups: []string{"c1"}, Nodes: 1,
+		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir, PublishHost: outward},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	n1 := sys.Nodes()[0]
+	admin := clusters.AdminClient(n1.Addr)
+	defer admin.Close()
+	me, err := admin.ClientInfo(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, _, _ := net.SplitHostPort(me.Addr); strings.HasPrefix(host, "10.213.") {
+		t.Fatalf("the node sees this client at %s, inside the run's network: the test would prove nothing", me.Addr)
+	}
+	testNetCut(t, sys, n1.Name)
+}

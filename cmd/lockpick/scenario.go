@@ -35,6 +35,8 @@ type scenarioOverrides struct {
 	// backend and dockerHost run the scenario's nodes elsewhere (--backend, --docker-host): the
 	// file's nodes, lock and faults stay what they are.
 	backend, dockerHost string
+	// dockerPublish is where a remote Engine's published ports are reached (--docker-publish-host).
+	dockerPublish string
 }
 
 // apply sets the backend overrides on a scenario's configuration.
@@ -45,13 +47,20 @@ func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
 	if o.dockerHost != "" {
 		cfg.DockerHost = o.dockerHost
 	}
+	if o.dockerPublish != "" {
+		cfg.DockerPublishHost = o.dockerPublish
+	}
 }
 
 // backendFlags adds --backend and --docker-host, for scenario files, to o.
 func backendFlags(cmd *cobra.Command, o *scenarioOverrides) {
 	cmd.Flags().StringVar(&o.backend, "backend", "", fmt.Sprintf("run the scenarios' nodes on this backend: %v (default: the file's, else local)", systems.Backends()))
 	cmd.Flags().StringVar(&o.dockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	cmd.Flags().StringVar(&o.dockerPublish, "docker-publish-host", "", dockerPublishUsage)
 }
+
+// dockerPublishUsage is the help of --docker-publish-host.
+const dockerPublishUsage = "with a remote --docker-host: the address at which this host reaches the ports that Engine publishes for the nodes (default: the host of --docker-host; set it when the Engine is reached through a tunnel)"
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
 // findings asked for are violations.
@@ -172,7 +181,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				return nil
 			}
 			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer,
-				backend: bo.backend, dockerHost: bo.dockerHost}
+				backend: bo.backend, dockerHost: bo.dockerHost, dockerPublish: bo.dockerPublish}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
