@@ -267,9 +267,7 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	n.running, n.ex = true, ex
 	b.mu.Unlock()
 	if err := b.waitReady(ctx, n, ex, mark); err != nil {
-		n.op.Unlock()
-		b.Kill(name)
-		n.op.Lock()
+		b.kill(n)
 		return err
 	}
 	b.log.Debug("node started", "node", name, "addr", n.addr, "took", time.Since(began))
@@ -331,6 +329,12 @@ func (b *dockerRemote) Kill(name string) error {
 	}
 	n.op.Lock()
 	defer n.op.Unlock()
+	return b.kill(n)
+}
+
+// kill is Kill with the node's op held.
+func (b *dockerRemote) kill(n *remoteNode) error {
+	name := n.name
 	b.mu.Lock()
 	running, paused, ex := n.running, n.paused, n.ex
 	n.running, n.paused = false, false
