@@ -39,8 +39,9 @@ import (
 const remoteClockDir = "/lockpick-clock"
 
 // remoteTools are the programs a remote node image holds besides the server and the shim: a shell
-// for the node's pid file and the clock, rm for a start without data, iptables for cuts.
-var remoteTools = []string{"sh", "rm", "iptables"}
+// for the node's pid file and the clock, rm for a start without data; iptables, for cuts, is
+// packed when this host has it (netcut is refused without it, see RemoteNetToolsMissing).
+var remoteTools = []string{"sh", "rm"}
 
 // xtablesExtensions are the iptables modules the cuts use (the standard target, TCP and REJECT).
 var xtablesExtensions = []string{"libxt_standard.so", "libxt_tcp.so", "libipt_REJECT.so"}
@@ -83,15 +84,17 @@ func remoteImageFiles(bin, shim string) (files []string, tools map[string]string
 	for _, t := range remoteTools {
 		p, err := exec.LookPath(t)
 		if err != nil {
-			return nil, nil, fmt.Errorf("the docker backend on a remote Engine packs %s into the node image, and this host has none: install it (apt-get install coreutils dash iptables)", t)
+			return nil, nil, fmt.Errorf("the docker backend on a remote Engine packs %s into the node image, and this host has none: install it (apt-get install coreutils dash)", t)
 		}
 		tools[t] = p
 		files = append(files, p)
 	}
-	dir, err := xtablesDir()
-	if err != nil {
-		return nil, nil, err
+	if RemoteNetToolsMissing() != nil {
+		return files, tools, nil
 	}
+	tools["iptables"], _ = exec.LookPath("iptables")
+	dir, _ := xtablesDir()
+	files = append(files, tools["iptables"])
 	for _, x := range xtablesExtensions {
 		files = append(files, filepath.Join(dir, x))
 	}

@@ -62,6 +62,9 @@ func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
 
 // iptables adds (-A) or deletes (-D) a cut's rules in one exec of a shell in the node's holder.
 func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode string) error {
+	if b.tools["iptables"] == "" {
+		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.name, RemoteNetToolsMissing())
+	}
 	var cmds []string
 	for _, r := range remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()) {
 		cmds = append(cmds, b.tools["iptables"]+" -w "+op+" "+strings.Join(r, " "))
