@@ -16,7 +16,7 @@ sleep 1
 REMOTE=$(cat "$STORE/fwd.addr")
 echo "remote Engine: $REMOTE (this machine's Engine over TCP)"
 # This script's runs only: their label is a directory under the store.
-ids() { docker ps -aq --filter label=dev.lockpick.run --format '{{.ID}} {{.Label "dev.lockpick.run"}}' | grep " $STORE/" | cut -d' ' -f1; }
+ids() { docker ps -a --filter label=dev.lockpick.run --format '{{.ID}} {{.Label "dev.lockpick.run"}}' | grep " $STORE/" | cut -d' ' -f1; }
 count() {
 	c=$(ids | wc -l)
 	n=$(docker network ls --format '{{.Label "dev.lockpick.run"}}' | grep -c "^$STORE/")
