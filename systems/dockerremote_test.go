@@ -115,9 +115,11 @@ func TestDockerRemoteMasters(t *testing.T) {
 
 	// A running node's clock moves in place, at its next read.
 	n2 := sys.Nodes()[1].Name
+	began := time.Now()
 	if err := b.SetClockOffset(n2, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("clock move %v", time.Since(began))
 	wantClock(t, b, n2, time.Hour)
 
 	testNetCut(t, sys, n2)
