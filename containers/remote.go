@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -228,50 +227,6 @@ func (s *Session) Running(ctx context.Context, ex ExecID) (bool, error) {
 		return false, fmt.Errorf("inspect exec: %w", err)
 	}
 	return in.Running, nil
-}
-
-// Run runs cmd in the running container of name to its end and returns its output; a status other
-// than 0 is an error that holds the output.
-func (s *Session) Run(ctx context.Context, name string, cmd ...string) (string, error) {
-	id, err := s.id(name)
-	if err != nil {
-		return "", err
-	}
-	ex, err := s.e.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return "", fmt.Errorf("exec in container of %s: %w", name, err)
-	}
-	att, err := s.e.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return "", fmt.Errorf("exec in container of %s: %w", name, err)
-	}
-	var out bytes.Buffer
-	_, err = stdcopy.StdCopy(&out, &out, att.Reader)
-	att.Close()
-	if err != nil {
-		return "", fmt.Errorf("exec in container of %s: %w", name, err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		in, err := s.e.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
-		if err != nil {
-			return "", fmt.Errorf("exec in container of %s: %w", name, err)
-		}
-		if !in.Running {
-			if in.ExitCode != 0 {
-				return out.String(), fmt.Errorf("%s in container of %s: status %d: %s", cmd[0], name, in.ExitCode, strings.TrimSpace(out.String()))
-			}
-			return out.String(), nil
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s in container of %s: still runs 10s after its output ended", cmd[0], name)
-		}
-	}
-}
-
-// RunNet runs cmd in the network holder of a node's pod (it has NET_ADMIN in the node's network
-// namespace).
-func (s *Session) RunNet(ctx context.Context, name string, cmd ...string) (string, error) {
-	return s.Run(ctx, holder(name), cmd...)
 }
 
 // WriteFiles writes files (name -> content) into dir in the container of name, which need not run.

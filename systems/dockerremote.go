@@ -27,12 +27,13 @@ import (
 //   - the node's files live in its container (its log is copied into the run's store at the end);
 //   - the harness reaches each node at the port its pod publishes on the Engine host;
 //   - start is an exec of redis-server in the node's container that first records its pid there,
-//     kill an exec of `kill -9` with that pid (a node killed while paused: the Engine kills the
-//     container, thawing it after the signal, and the next start starts the container again);
+//     kill a `kill -9` of that pid from a shell kept open in the container (a node killed while
+//     paused: the Engine kills the container, thawing it after the signal, and the next start
+//     starts the container again);
 //   - pause is `docker pause` of the node's container (the network holder keeps running);
 //   - the clock file sits in a volume of the holder that the node's container shares: the shim maps
-//     it, and the harness stores the new offset in place with printf from a shell in the holder,
-//     which works when the node runs, is paused or is down;
+//     it, and the harness stores the new offset in place with printf from a shell kept in the
+//     holder, which works when the node runs, is paused or is down;
 //   - a cut is iptables in the holder, in the node's network namespace.
 
 // remoteClockDir is the volume of the holder that the node's container shares for its clock file.
@@ -56,6 +57,48 @@ type remoteNode struct {
 	ex   containers.ExecID
 	cut  string
 	op   sync.Mutex
+	// shells are kept open in the node's container ([0]) and its holder ([1]): a kill or a clock
+	// move is then a write on an open connection, not an exec of its own.
+	shells [2]*containers.Shell
+}
+
+// In which container of the pod a script runs.
+const (
+	inNode = iota
+	inHolder
+)
+
+// sh runs script in the node's container or its holder, through the shell kept open there (opened
+// when there is none, or the last one ended with its container).
+func (b *dockerRemote) sh(ctx context.Context, n *remoteNode, where int, script string) (string, error) {
+	b.mu.Lock()
+	sh := n.shells[where]
+	b.mu.Unlock()
+	if sh == nil || sh.Dead() {
+		open := b.session.OpenShell
+		if where == inHolder {
+			open = b.session.OpenNetShell
+		}
+		var err error
+		if sh, err = open(ctx, n.name, b.tools["sh"]); err != nil {
+			return "", err
+		}
+		b.mu.Lock()
+		n.shells[where] = sh
+		b.mu.Unlock()
+	}
+	return sh.Run(ctx, script)
+}
+
+// closeShell ends the shell kept in the node's container (its container is going).
+func (b *dockerRemote) closeShell(n *remoteNode) {
+	b.mu.Lock()
+	sh := n.shells[inNode]
+	n.shells[inNode] = nil
+	b.mu.Unlock()
+	if sh != nil {
+		sh.Close()
+	}
 }
 
 // dockerRemote runs redis-server nodes in pods on a remote Engine.
@@ -206,6 +249,12 @@ func (b *dockerRemote) up(ctx context.Context, name string) error {
 	b.mu.Lock()
 	n.addr = net.JoinHostPort(b.host, port)
 	b.mu.Unlock()
+	// The shells open now, so that the first fault does not wait for them.
+	for _, where := range []int{inHolder, inNode} {
+		if _, err := b.sh(ctx, n, where, ":"); err != nil {
+			return err
+		}
+	}
 	return b.Start(ctx, name)
 }
 
@@ -254,7 +303,7 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	}
 	// Without persistence the server writes no files: there is nothing to remove.
 	if wipe && b.persist != clusters.PersistNone {
-		if _, err := b.session.Run(ctx, name, b.tools["rm"], "-rf", filepath.Join(n.dir, "dump.rdb"), filepath.Join(n.dir, "appendonlydir")); err != nil {
+		if _, err := b.sh(ctx, n, inNode, b.tools["rm"]+" -rf "+filepath.Join(n.dir, "dump.rdb")+" "+filepath.Join(n.dir, "appendonlydir")); err != nil {
 			return fmt.Errorf("start node %s without data: %w", name, err)
 		}
 	}
@@ -272,6 +321,12 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	if err := b.waitReady(ctx, n, ex, mark); err != nil {
 		b.kill(n)
 		return err
+	}
+	if down {
+		// The container's shell went with it: a new one, before the next kill needs it.
+		if _, err := b.sh(ctx, n, inNode, ":"); err != nil {
+			return err
+		}
 	}
 	b.log.Debug("node started", "node", name, "addr", n.addr, "took", time.Since(began))
 	return nil
@@ -348,6 +403,7 @@ func (b *dockerRemote) kill(n *remoteNode) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if paused {
+		b.closeShell(n)
 		if err := b.session.KillContainer(ctx, name); err != nil {
 			return fmt.Errorf("kill node %s: %w", name, err)
 		}
@@ -356,7 +412,7 @@ func (b *dockerRemote) kill(n *remoteNode) error {
 		b.mu.Unlock()
 		return nil
 	}
-	if _, err := b.session.Run(ctx, name, b.tools["sh"], "-c", `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
+	if _, err := b.sh(ctx, n, inNode, `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
 		return fmt.Errorf("kill node %s: %w", name, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
@@ -407,7 +463,7 @@ func (b *dockerRemote) Signal(name string, sig syscall.Signal) error {
 	case syscall.SIGCONT:
 		err = b.session.Unpause(ctx, name)
 	default:
-		_, err = b.session.Run(ctx, name, b.tools["sh"], "-c", `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
+		_, err = b.sh(ctx, n, inNode, `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
 		return err
 	}
 	if err == nil {
@@ -422,10 +478,11 @@ func (b *dockerRemote) Signal(name string, sig syscall.Signal) error {
 func (b *dockerRemote) ClockShim() bool { return b.shim != "" }
 
 // SetClockOffset implements Backend: the offset is stored in place in the clock file the node's
-// shim maps, by a shell in the holder (never paused, never killed), so it works in any state of
-// the node. It takes an exec, a few hundred milliseconds here, where the local write takes none.
+// shim maps, by the shell kept in the holder (never paused, never killed), so it works in any
+// state of the node, in about a millisecond.
 func (b *dockerRemote) SetClockOffset(name string, offset time.Duration) error {
-	if _, err := b.node(name); err != nil {
+	n, err := b.node(name)
+	if err != nil {
 		return err
 	}
 	if b.shim == "" {
@@ -434,8 +491,8 @@ func (b *dockerRemote) SetClockOffset(name string, offset time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// 1<> opens without truncating: the same file, the same pages the shim maps.
-	script := `printf "` + octal(offset) + `" 1<>"$0"`
-	if _, err := b.session.RunNet(ctx, name, b.tools["sh"], "-c", script, clockFile(remoteClockDir)); err != nil {
+	script := `printf "` + octal(offset) + `" 1<>` + clockFile(remoteClockDir)
+	if _, err := b.sh(ctx, n, inHolder, script); err != nil {
 		return fmt.Errorf("set clock of %s: %w", name, err)
 	}
 	return nil
@@ -477,7 +534,18 @@ func (b *dockerRemote) Close() error {
 		nodes = append(nodes, n)
 	}
 	b.nodes = map[string]*remoteNode{} // a second Close copies nothing
+	var shells []*containers.Shell
+	for _, n := range nodes {
+		for _, sh := range n.shells {
+			if sh != nil {
+				shells = append(shells, sh)
+			}
+		}
+	}
 	b.mu.Unlock()
+	for _, sh := range shells {
+		sh.Close()
+	}
 	for _, n := range nodes {
 		if err := b.session.CopyOut(ctx, n.name, n.dir, n.dir); err != nil {
 			b.log.Warn("the node's files stay behind on the Engine's side, and go with its container", "node", n.name, "err", err)

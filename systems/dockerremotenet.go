@@ -69,7 +69,7 @@ func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode str
 	for _, r := range remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()) {
 		cmds = append(cmds, b.tools["iptables"]+" -w "+op+" "+strings.Join(r, " "))
 	}
-	if _, err := b.session.RunNet(ctx, n.name, b.tools["sh"], "-c", strings.Join(cmds, " && ")); err != nil {
+	if _, err := b.sh(ctx, n, inHolder, strings.Join(cmds, " && ")); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
 	return nil
