@@ -21,7 +21,7 @@ import (
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
-// The docker backend on a remote Engine (tcp://, ssh://) shares nothing with this host but the
+// The docker backend on a remote Engine (tcp://) shares nothing with this host but the
 // Engine's API, so every node operation goes through it (containers.PodSpec says how a node is
 // laid out):
 //   - the node's files live in its container (its log is copied into the run's store at the end);
@@ -303,7 +303,8 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	}
 	// Without persistence the server writes no files: there is nothing to remove.
 	if wipe && b.persist != clusters.PersistNone {
-		if _, err := b.sh(ctx, n, inNode, b.tools["rm"]+" -rf "+filepath.Join(n.dir, "dump.rdb")+" "+filepath.Join(n.dir, "appendonlydir")); err != nil {
+		rm := b.tools["rm"] + " -rf " + shellQuote(filepath.Join(n.dir, "dump.rdb")) + " " + shellQuote(filepath.Join(n.dir, "appendonlydir"))
+		if _, err := b.sh(ctx, n, inNode, rm); err != nil {
 			return fmt.Errorf("start node %s without data: %w", name, err)
 		}
 	}
@@ -497,6 +498,9 @@ func (b *dockerRemote) SetClockOffset(name string, offset time.Duration) error {
 	}
 	return nil
 }
+
+// shellQuote quotes s for sh: a store's path may hold spaces or quotes.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // octal is an offset as the file holds it (a native-endian int64, little-endian on the hosts
 // lockpick builds for) in printf's octal escapes.

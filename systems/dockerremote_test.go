@@ -218,3 +218,13 @@ func TestDockerRemoteCutFromOutside(t *testing.T) {
 	}
 	testNetCut(t, sys, n1.Name)
 }
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/a/b": `'/a/b'`, "/my store/n1": `'/my store/n1'`, "it's": `'it'\''s'`,
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
