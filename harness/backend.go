@@ -20,6 +20,11 @@ func (c *Config) resolveBackend() error {
 	if err := systems.CheckBackend(c.System, c.Backend); err != nil {
 		return fmt.Errorf("--backend: %w", err)
 	}
+	if c.Backend == systems.BackendDocker && !containers.IsLocalHost(c.DockerHost) {
+		if err := systems.CheckRemote(c.System); err != nil {
+			return fmt.Errorf("--backend: %w", err)
+		}
+	}
 	for _, s := range c.Specs() {
 		if s.Name == "netcut" && c.Backend == systems.BackendDocker {
 			missing := systems.NetToolsMissing

@@ -36,6 +36,17 @@ import (
 //     holder, which works when the node runs, is paused or is down;
 //   - a cut is iptables in the holder, in the node's network namespace.
 
+// ErrRemoteMastersOnly refuses a system other than redis-masters on a remote Engine.
+var ErrRemoteMastersOnly = errors.New("--backend docker on a remote Engine runs redis-masters (--lock single, redlock, fenced, ...) so far: run this system on the local Engine (drop --docker-host and DOCKER_HOST)")
+
+// CheckRemote checks that the named system runs on a remote Engine.
+func CheckRemote(system string) error {
+	if system != "redis-masters" {
+		return fmt.Errorf("%s: %w", system, ErrRemoteMastersOnly)
+	}
+	return nil
+}
+
 // remoteClockDir is the volume of the holder that the node's container shares for its clock file.
 const remoteClockDir = "/lockpick-clock"
 

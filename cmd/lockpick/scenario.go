@@ -162,7 +162,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				// Run without names on another backend, the scenarios whose system it cannot run are
 				// left out, and said so: the subset that backend can run.
-				chosen = onBackend(w, all, bo.backend)
+				chosen = onBackend(w, all, bo)
 			}
 			for _, name := range args {
 				s, err := scenarios.Find(name)
@@ -265,8 +265,8 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 }
 
 // onBackend keeps the scenarios whose system and faults backend can run, and names the others.
-func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenarios.Scenario {
-	if backend == "" || backend == systems.BackendLocal {
+func onBackend(w io.Writer, all []scenarios.Scenario, o scenarioOverrides) []scenarios.Scenario {
+	if o.backend == "" || o.backend == systems.BackendLocal {
 		return all
 	}
 	var kept, left []string
@@ -274,7 +274,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 	for _, s := range all {
 		// Resolve refuses what the backend cannot run: the system, or a fault it does not offer.
 		cfg := s.Config
-		cfg.Backend = backend
+		o.applyBackend(&cfg) // the Engine too: a remote one runs fewer systems
 		if cfg.Resolve() == nil {
 			out = append(out, s)
 			kept = append(kept, s.Name)
@@ -283,7 +283,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 		}
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", backend, len(kept), backend, strings.Join(left, " "))
+		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", o.backend, len(kept), o.backend, strings.Join(left, " "))
 	}
 	return out
 }
