@@ -442,7 +442,7 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	}
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
-	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir}
+	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
 	if sys.sut, err = systems.Start(ctx, cfg.System, scfg); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}

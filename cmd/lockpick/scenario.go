@@ -35,6 +35,8 @@ type scenarioOverrides struct {
 	// backend and dockerHost run the scenario's nodes elsewhere (--backend, --docker-host): the
 	// file's nodes, lock and faults stay what they are.
 	backend, dockerHost string
+	// dockerPublish is where a remote Engine's published ports are reached (--docker-publish-host).
+	dockerPublish string
 }
 
 // apply sets the backend overrides on a scenario's configuration.
@@ -45,13 +47,20 @@ func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
 	if o.dockerHost != "" {
 		cfg.DockerHost = o.dockerHost
 	}
+	if o.dockerPublish != "" {
+		cfg.DockerPublishHost = o.dockerPublish
+	}
 }
 
 // backendFlags adds --backend and --docker-host, for scenario files, to o.
 func backendFlags(cmd *cobra.Command, o *scenarioOverrides) {
 	cmd.Flags().StringVar(&o.backend, "backend", "", fmt.Sprintf("run the scenarios' nodes on this backend: %v (default: the file's, else local)", systems.Backends()))
 	cmd.Flags().StringVar(&o.dockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	cmd.Flags().StringVar(&o.dockerPublish, "docker-publish-host", "", dockerPublishUsage)
 }
+
+// dockerPublishUsage is the help of --docker-publish-host.
+const dockerPublishUsage = "with a remote --docker-host: the address at which this host reaches the ports that Engine publishes for the nodes (default: the host of --docker-host; set it when the Engine is reached through a tunnel)"
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
 // findings asked for are violations.
@@ -168,7 +177,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				// Run without names on another backend, the scenarios whose system it cannot run are
 				// left out, and said so: the subset that backend can run.
-				chosen = onBackend(w, all, bo.backend)
+				chosen = onBackend(w, all, bo)
 			}
 			for _, name := range args {
 				s, err := scenarios.Find(name)
@@ -187,7 +196,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				return nil
 			}
 			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer,
-				backend: bo.backend, dockerHost: bo.dockerHost}
+				backend: bo.backend, dockerHost: bo.dockerHost, dockerPublish: bo.dockerPublish}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -271,8 +280,8 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 }
 
 // onBackend keeps the scenarios whose system and faults backend can run, and names the others.
-func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenarios.Scenario {
-	if backend == "" || backend == systems.BackendLocal {
+func onBackend(w io.Writer, all []scenarios.Scenario, o scenarioOverrides) []scenarios.Scenario {
+	if o.backend == "" || o.backend == systems.BackendLocal {
 		return all
 	}
 	var kept, left []string
@@ -280,7 +289,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 	for _, s := range all {
 		// Resolve refuses what the backend cannot run: the system, or a fault it does not offer.
 		cfg := s.Config
-		cfg.Backend = backend
+		o.applyBackend(&cfg) // the Engine too: a remote one runs fewer systems
 		if cfg.Resolve() == nil {
 			out = append(out, s)
 			kept = append(kept, s.Name)
@@ -289,7 +298,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 		}
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", backend, len(kept), backend, strings.Join(left, " "))
+		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", o.backend, len(kept), o.backend, strings.Join(left, " "))
 	}
 	return out
 }
