@@ -131,6 +131,11 @@ func nearDeadline(holds []hold) int {
 func (p *parsed) leaseEvent(recent []int32, inv, e *history.Event) {
 	if e.F == history.FRelease {
 		p.stats.Releases.add(e.Type)
+		if e.Type == history.OK {
+			if k := findLease(len(recent), func(k int) *hold { return &p.holds[recent[k]] }, inv.Key, inv.Value); k >= 0 {
+				p.holds[recent[k]].released = true
+			}
+		}
 	} else {
 		p.stats.Extends.add(e.Type)
 	}

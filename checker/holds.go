@@ -22,6 +22,8 @@ type hold struct {
 	// granted is the deadline the lease was granted with (Never for none), before any renewal or
 	// loss moved Deadline.
 	granted int64
+	// released marks a lease whose release completed ok: the lock let it go for certain.
+	released bool
 }
 
 // expiredOnArrival reports whether a lease ending at deadline was already over when its acquire

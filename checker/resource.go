@@ -497,7 +497,7 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 				}
 				n++
 			}
-			if best < 0 || h.Token > p.holds[best].Token {
+			if best < 0 || h.Token > p.holds[best].Token || sameLeaseAgain(&p.holds[best], h) {
 				prev = false
 				continue
 			}
@@ -538,6 +538,14 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 		}
 	}
 	return count, out
+}
+
+// sameLeaseAgain reports whether h is the lease a granted again to its own holder, which had not
+// let it go: an etcd mutex asked again on the same session finds its own key still there (its
+// release failed) and hands back that key's revision. One hold that went on, not a token reused;
+// a grant to anyone else in between would have needed a higher token, and is judged against it.
+func sameLeaseAgain(a, h *hold) bool {
+	return a.Process == h.Process && a.Token == h.Token && a.Value == h.Value && a.Value != "" && !a.released
 }
 
 // promotionCause explains a token that went back because another node became the primary between

@@ -239,3 +239,32 @@ func TestTokenRegressionAcrossAFailoverNamesThePromotion(t *testing.T) {
 		}
 	}
 }
+
+// An etcd mutex asked again on the same session after its release failed hands back its own key,
+// with the same revision as token: one hold that went on, not a regression. After a release that
+// completed, the same token again is one.
+func TestSameLeaseGrantedAgainToItsHolder(t *testing.T) {
+	for _, releaseOK := range []bool{false, true} {
+		h := &hist{}
+		tok := func(e history.Event) history.Event { e.Token = 7; return e }
+		h.add(history.Event{Time: 0, Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "k"})
+		h.add(tok(history.Event{Time: 1, Type: history.OK, Process: 1, F: history.FAcquire, Key: "k", Value: "k@7", Deadline: 1000, Nodes: []string{"e1"}}))
+		h.add(history.Event{Time: 2, Type: history.Invoke, Process: 1, F: history.FRelease, Key: "k", Value: "k@7"})
+		if releaseOK {
+			h.add(history.Event{Time: 3, Type: history.OK, Process: 1, F: history.FRelease, Key: "k", Value: "k@7"})
+		} else {
+			h.add(history.Event{Time: 3, Type: history.Fail, Process: 1, F: history.FRelease, Key: "k", Value: "k@7", Error: "etcdserver: no leader"})
+		}
+		h.add(history.Event{Time: 4, Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "k"})
+		h.add(tok(history.Event{Time: 5, Type: history.OK, Process: 1, F: history.FAcquire, Key: "k", Value: "k@7", Deadline: 1000, Nodes: []string{"e1"}}))
+		h.release(1, "k", "k@7", 6, 7)
+		r := mustCheck(t, h.events())
+		want := 0
+		if releaseOK {
+			want = 1
+		}
+		if r.TokenRegressionCount != want {
+			t.Errorf("release ok %v: %d token regressions, want %d\n%s", releaseOK, r.TokenRegressionCount, want, r.Summary())
+		}
+	}
+}
