@@ -21,7 +21,9 @@ func (c *Config) resolveBackend() error {
 		return fmt.Errorf("--backend: %w", err)
 	}
 	for _, s := range c.Specs() {
-		if s.Name == "netcut" && c.Backend == systems.BackendDocker {
+		// netcut, and every cut of a path between servers, is iptables in the containers' namespaces.
+		peers := s.Name == "failover" || s.Params["paths"] == "peers"
+		if (s.Name == "netcut" || peers) && c.Backend == systems.BackendDocker {
 			if err := systems.NetToolsMissing(); err != nil {
 				return fmt.Errorf("--nemesis: %w", err)
 			}
