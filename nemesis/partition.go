@@ -111,8 +111,8 @@ type Partition struct {
 	// instead of cutting client groups: paths=peers.
 	Peers bool
 
-	env    Env
-	toxics pathCutter
+	env      Env
+	toxics   pathCutter
 	lastCuts Cuts // the cuts of the role-targeted fault in effect, which its heal undoes
 }
 

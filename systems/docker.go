@@ -57,8 +57,8 @@ type dockerNode struct {
 	wipedCmd []string
 	started  bool
 	running  bool
-	proc    containers.Proc
-	paused  bool
+	proc     containers.Proc
+	paused   bool
 	// cut is the mode of the network cut in effect, or empty.
 	cut string
 	// op serialises what changes the container's state or its namespace's rules: a heal that
