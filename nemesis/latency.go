@@ -49,9 +49,6 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
 		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers)
 	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
-	if n.Peers && (env.PeerNet || env.Peers != nil) {
-		return nil, errPeerLatency
-	}
 	n.Groups = env.Groups
 	if g := p.Choice("group", "", env.Groups...); g != "" {
 		n.Groups = []string{g}
@@ -85,6 +82,9 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 		if n.Duration[m] <= 0 {
 			return nil, fmt.Errorf("duration must be positive")
 		}
+	}
+	if n.Peers && (env.PeerNet || env.Peers != nil) {
+		return nil, errPeerLatency
 	}
 	n.resolve = leaseResolver{env: env, target: n.Target}
 	return n, CheckTarget(env, n.Target)
