@@ -55,6 +55,9 @@ type dockerNode struct {
 	peer     dockerPeer
 	ready    func(ctx context.Context) error
 	wipedCmd []string
+	// readyLog, when set, is what the node logs once it serves, which its start takes instead of
+	// ready while the node is cut from the harness (dockerpeers.go).
+	readyLog logLine
 	started  bool
 	running  bool
 	proc     containers.Proc
@@ -160,7 +163,7 @@ func (b *docker) start(ctx context.Context, name string, wipe bool) error {
 			os.RemoveAll(f)
 		}
 	}
-	mark := logSize(n.dir)
+	mark := n.logSize()
 	began := time.Now()
 	n.op.Lock()
 	cmd := n.cmd

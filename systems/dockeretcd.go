@@ -60,7 +60,8 @@ func startEtcdDocker(ctx context.Context, cfg Config, dir string) (_ System, err
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		dn, err := b.addNode(ctx, dockerSpec{name: n.Name, dir: filepath.Join(dir, n.Name), image: image,
-			idle: []string{sleep, "infinity"}, port: etcdClientPort, peerPort: etcdPeerPort})
+			idle: []string{sleep, "infinity"}, port: etcdClientPort, peerPort: etcdPeerPort,
+			readyLog: logLine{file: "etcd.log", text: "serving client traffic"}})
 		if err != nil {
 			return nil, err
 		}

@@ -277,6 +277,23 @@ func TestDockerEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() error { return s.Ping(ctx, follower) })
+
+	// A member cut from the harness (netcut) restarts: its start takes its log's word, as it cannot
+	// be asked, and it answers once healed.
+	nc := sys.Backend().(netCutter)
+	if err := nc.CutNetwork(ctx, follower, "drop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Kill(follower); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx, follower); err != nil {
+		t.Fatalf("start of a cut member: %v", err)
+	}
+	if err := nc.HealNetwork(ctx, follower); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error { return s.Ping(ctx, follower) })
 	closed()
 }
 
