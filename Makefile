@@ -83,7 +83,8 @@ $(SCENARIOS): deps build
 
 # Every scenario, PARALLEL at a time (each on its own nodes and ports; its report printed whole when
 # it ends), stopping the fault phase at the first violation where one settles the expectation.
-PARALLEL ?= 6
+# 12: a run mostly waits (126 scenarios at 10 at once used 0.8 of the 2 cores here, docs/speed.md).
+PARALLEL ?= 12
 scenarios: deps build
 	$(BIN) scenario --stop-at-first --parallel $(PARALLEL) --store $(STORE) $(ARGS)
 

@@ -52,6 +52,8 @@ func (m *Monitor) Observe(e history.Event) {
 	case e.Depth > 1:
 		// A reentrant lock's inner level: the owner's hold goes on, as the checker counts it.
 		delete(m.key, e.Process)
+	case e.F == history.FRenewed || e.F == history.FLost:
+		m.leaseNews(e)
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		m.key[e.Process] = e.Key
 	case e.F == history.FAcquire && e.Type == history.OK:
@@ -96,16 +98,48 @@ func (m *Monitor) Observe(e history.Event) {
 		h := hs[j]
 		m.open[e.Process] = append(hs[:j], hs[j+1:]...)
 		h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-		kept := m.recent[:0]
-		for _, pr := range m.recent {
-			if (pr.a == h || pr.b == h) && !overlaps(pr.a.Start, pr.a.End, pr.b.Start, pr.b.End) {
-				m.count--
-				continue
-			}
-			kept = append(kept, pr)
-		}
-		m.recent = kept
+		m.undoRecent(h)
 	}
+}
+
+// leaseNews applies, as the checker does, a renewal or a loss the lock reported by itself to the
+// process's open hold of that lease: a renewal moves its deadline later; a loss ends it there (a
+// hold with no deadline lasts until its release or this news). Without it, the monitor would count
+// as an overlap a grant to another client after the holder was told it had lost the lock, which the
+// checker does not, and a run told to stop at its first violation would stop on nothing.
+func (m *Monitor) leaseNews(e history.Event) {
+	hs := m.open[e.Process]
+	j := findLease(len(hs), func(j int) *hold { return hs[j] }, e.Key, e.Value)
+	if j < 0 {
+		return
+	}
+	h := hs[j]
+	if e.Time > h.End {
+		return // the hold had ended: news about it revives nothing
+	}
+	if e.F == history.FRenewed {
+		if e.Deadline > h.Deadline {
+			h.Deadline, h.End = e.Deadline, e.Deadline
+		}
+		return
+	}
+	h.Deadline = e.Time
+	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
+	m.undoRecent(h)
+}
+
+// undoRecent uncounts the pairs counted at the current instant that h, just shortened, no longer
+// makes.
+func (m *Monitor) undoRecent(h *hold) {
+	kept := m.recent[:0]
+	for _, pr := range m.recent {
+		if (pr.a == h || pr.b == h) && !overlaps(pr.a.Start, pr.a.End, pr.b.Start, pr.b.End) {
+			m.count--
+			continue
+		}
+		kept = append(kept, pr)
+	}
+	m.recent = kept
 }
 
 // Violations returns how many overlapping pairs of holds the events observed so far contain.

@@ -64,7 +64,7 @@ func (e *Engine) Clean(ctx context.Context, opts CleanOptions) (Removed, error) 
 		}
 		name := containerName(c.ID, c.Names)
 		if !opts.DryRun {
-			if _, err := e.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !notFound(err) {
+			if _, err := e.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !notFound(err) {
 				errs = append(errs, fmt.Errorf("remove container %s: %w", name, err))
 				continue
 			}

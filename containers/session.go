@@ -249,7 +249,7 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	var errs []error
 	for i := len(names) - 1; i >= 0; i-- {
-		if _, err := s.e.cli.ContainerRemove(ctx, ids[names[i]], client.ContainerRemoveOptions{Force: true}); err != nil && !notFound(err) {
+		if _, err := s.e.cli.ContainerRemove(ctx, ids[names[i]], client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !notFound(err) {
 			errs = append(errs, fmt.Errorf("remove container of %s: %w", names[i], err))
 		}
 	}

@@ -20,11 +20,21 @@ func (c *Config) resolveBackend() error {
 	if err := systems.CheckBackend(c.System, c.Backend); err != nil {
 		return fmt.Errorf("--backend: %w", err)
 	}
+	if c.Backend == systems.BackendDocker && !containers.IsLocalHost(c.DockerHost) {
+		if err := systems.CheckRemote(c.System); err != nil {
+			return fmt.Errorf("--backend: %w", err)
+		}
+	}
 	for _, s := range c.Specs() {
-		// netcut, and every cut of a path between servers, is iptables in the containers' namespaces.
+		// netcut, and every cut of a path between servers (local Engine only), is iptables in the
+		// containers' namespaces.
 		peers := s.Name == "failover" || s.Params["paths"] == "peers"
 		if (s.Name == "netcut" || peers) && c.Backend == systems.BackendDocker {
-			if err := systems.NetToolsMissing(); err != nil {
+			missing := systems.NetToolsMissing
+			if !containers.IsLocalHost(c.DockerHost) {
+				missing = systems.RemoteNetToolsMissing
+			}
+			if err := missing(); err != nil {
 				return fmt.Errorf("--nemesis: %w", err)
 			}
 		}
@@ -40,6 +50,9 @@ func (c *Config) resolveBackend() error {
 	}
 	if c.MasterName != "" {
 		return fmt.Errorf("--master-name names the primary of external sentinels: add --backend external (lockpick's own sentinels monitor %q)", systems.MasterName)
+	}
+	if c.DockerPublishHost != "" && (c.Backend != systems.BackendDocker || containers.IsLocalHost(c.DockerHost)) {
+		return fmt.Errorf("--docker-publish-host says where a remote Engine's published ports are reached, and this run has no remote Engine: drop it, or add --backend docker --docker-host tcp://HOST:PORT")
 	}
 	if c.DockerHost != "" && c.Backend != systems.BackendDocker {
 		return fmt.Errorf("--docker-host chooses the Engine of --backend docker, and the backend is %s: drop --docker-host or add --backend docker", c.Backend)

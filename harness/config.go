@@ -122,6 +122,9 @@ type Config struct {
 	// DockerHost is the Docker Engine of the docker backend; empty means DOCKER_HOST or the local
 	// socket.
 	DockerHost string `json:"docker_host,omitempty"`
+	// DockerPublishHost is where this host reaches the ports a remote Engine publishes (the nodes);
+	// empty means the host of DockerHost. An Engine reached through a tunnel needs it.
+	DockerPublishHost string `json:"docker_publish_host,omitempty"`
 	// Endpoints are the servers of the external backend, host:port each, run by someone else.
 	Endpoints []string `json:"endpoints,omitempty"`
 	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes

@@ -1,10 +1,13 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/systems"
 )
@@ -29,6 +32,10 @@ func DryRun(cfg Config) (string, error) {
 			p("  node %s = %s: someone else's server; lockpick connects as a client only", n.Name, cfg.Endpoints[i])
 		}
 	case systems.BackendDocker:
+		if !containers.IsLocalHost(cfg.DockerHost) {
+			p("  %d nodes on the remote Docker Engine %s, each a pod of two containers (a network holder publishing the node's port on the Engine host, and the node's own container), of a node image built from this host's binaries, on a new private bridge network there, removed at the end", len(cfg.layout()), cmp.Or(cfg.DockerHost, os.Getenv("DOCKER_HOST")))
+			break
+		}
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
 		if cfg.System != "redis-masters" {
 			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace")

@@ -169,7 +169,7 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 // buildNemeses builds each nemesis over the running system and draws its schedule from the seed.
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
 	backend := sys.sut.Backend()
-	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Writes: sys.sut, Log: log})
+	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Holders: sys.holders, Writes: sys.sut, Log: log})
 	// The nodes the system runs: the configured layout's, or what external sentinels reported.
 	env.Nodes = nil
 	for _, n := range sys.sut.Nodes() {
@@ -211,7 +211,11 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	st := newStatus()
 	start := time.Now()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
-	rec, err := history.Create(histPath, start, st.observe)
+	sys.holders.begin(start)
+	rec, err := history.Create(histPath, start, func(e history.Event) {
+		st.observe(e)
+		sys.holders.observe(e)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -416,6 +420,8 @@ type system struct {
 	store   *resource.Store
 	resNode *clusters.Node
 	faults  *workloads.ClientFaults
+	// holders follows who holds a lock now, for the nemeses that aim at the holder's group.
+	holders *holders
 	// clients is where client programs keep their logs; clientShim the clock shim they load.
 	clients    string
 	clientShim string
@@ -428,6 +434,7 @@ type system struct {
 // resource. On error everything started is stopped again.
 func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *containers.Engine, log *slog.Logger) (_ *system, err error) {
 	sys := &system{groups: cfg.GroupNames(), faults: workloads.NewClientFaults(cfg.Clients), clients: filepath.Join(dir, "clients")}
+	sys.holders = newHolders(func(process int) string { return sys.groupOf(process, cfg.Clients) })
 	defer func() {
 		if err != nil {
 			sys.close()
@@ -438,7 +445,7 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	}
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
-	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir}
+	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
 	if sys.sut, err = systems.Start(ctx, cfg.System, scfg); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
@@ -527,6 +534,13 @@ func (s *system) recordRoles(rec *history.Recorder, log *slog.Logger) (stop func
 	}
 }
 
+// groupOf is the client group a process reaches the nodes through: a process keeps its client
+// slot (process mod clients) across the fresh ids it gets after indeterminate results, and slots are
+// dealt to the groups in turn.
+func (s *system) groupOf(process, clients int) string {
+	return s.groups[(process%clients)%len(s.groups)]
+}
+
 // workloadEnv gives each process a lock client whose endpoints are its client group's links.
 func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 	return workloads.Env{
@@ -534,8 +548,7 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 		Faults:   s.faults,
 		NewLocker: func(process int) (locks.Locker, error) {
 			slot := process % cfg.Clients
-			group := s.groups[slot%len(s.groups)]
-			eps, err := s.sut.Endpoints(group)
+			eps, err := s.sut.Endpoints(s.groupOf(process, cfg.Clients))
 			if err != nil {
 				return nil, err
 			}

@@ -2,7 +2,6 @@ package history
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -23,7 +22,7 @@ type Recorder struct {
 	mu       sync.Mutex
 	f        *os.File
 	w        *bufio.Writer
-	enc      *json.Encoder
+	line     []byte // the event being encoded, reused
 	next     int64
 	err      error
 	closed   bool
@@ -45,7 +44,7 @@ func Create(path string, start time.Time, observer func(Event)) (*Recorder, erro
 	}
 	w := bufio.NewWriterSize(f, 64<<10)
 	r := &Recorder{
-		start: start, f: f, w: w, enc: json.NewEncoder(w), observer: observer,
+		start: start, f: f, w: w, observer: observer,
 		stopFlush: make(chan struct{}), flushDone: make(chan struct{}), failed: make(chan struct{}),
 	}
 	go r.flushLoop()
@@ -72,7 +71,11 @@ func (r *Recorder) Record(e Event) Event {
 	if r.closed {
 		return e
 	}
-	if err := r.enc.Encode(e); err != nil {
+	var err error
+	if r.line, err = appendEvent(r.line[:0], &e); err == nil {
+		_, err = r.w.Write(r.line)
+	}
+	if err != nil {
 		r.fail(fmt.Errorf("write history: %w", err))
 	}
 	if r.observer != nil {

@@ -99,7 +99,8 @@ type Partition struct {
 	// Kinds are drawn from for each fault.
 	Kinds []string
 	Mode  string
-	// Group is the group client-minority and client-majority cut; empty draws one per fault.
+	// Group is the group client-minority and client-majority cut; empty draws one per fault, and
+	// GroupHolder cuts, for each fault, the group of a process granted a lock just then.
 	Group    string
 	Duration time.Duration
 	Interval time.Duration
@@ -110,10 +111,15 @@ type Partition struct {
 	// Peers cuts the target nodes (Target, or one node drawn per fault) from the other nodes
 	// instead of cutting client groups: paths=peers.
 	Peers bool
+	// HolderWait bounds how long a group=holder fault waits for a fresh grant before it takes the
+	// newest holder instead. The cut then lasts its whole Duration from when it began.
+	HolderWait time.Duration
 
 	env      Env
+	rng      *rand.Rand // draws the kinds and nodes of faults resolved when they start
 	toxics   pathCutter
-	lastCuts Cuts // the cuts of the role-targeted fault in effect, which its heal undoes
+	lastCuts Cuts      // the cuts of the resolved fault in effect, which its heal undoes
+	cutAt    time.Time // when that fault's cut was resolved
 }
 
 func buildPartition(env Env, p *Params) (Nemesis, error) {
@@ -128,8 +134,12 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	}
 	n.Kinds = p.Choices("kind", kinds, PartitionKinds()...)
 	n.Mode = p.Choice("mode", ModeDrop, PartitionModes()...)
-	n.Group = p.Choice("group", "", env.Groups...)
+	n.Group = p.Choice("group", "", append(slices.Clone(env.Groups), GroupHolder)...)
 	n.Duration = p.Duration("duration", 2*env.TTL)
+	n.HolderWait = p.Duration("wait", n.Duration)
+	if _, ok := p.spec.Params["wait"]; ok && n.Group != GroupHolder {
+		p.fail("wait= applies only to group=holder: add group=holder, or drop wait")
+	}
 	n.Interval = p.Duration("interval", env.Interval)
 	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas, TargetLeader, TargetFollowers)
 	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
@@ -152,6 +162,13 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	if len(env.Groups) == 0 || len(env.Nodes) == 0 {
 		return nil, fmt.Errorf("needs at least one client group and one node")
 	}
+	if _, ok := p.spec.Params["kind"]; !ok && n.Group == GroupHolder {
+		// The holder's group cut from the lock's nodes: what aiming at the holder is for.
+		n.Kinds = []string{PartClientMajority}
+	}
+	if err := n.checkHolderGroup(); err != nil {
+		return nil, err
+	}
 	for _, k := range n.Kinds {
 		if len(env.Nodes) < partitionMinNodes(k) {
 			return nil, fmt.Errorf("kind=%s needs at least %d nodes, the cluster has %d: use kind=%s", k, partitionMinNodes(k), len(env.Nodes), PartClientMajority)
@@ -160,17 +177,43 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	return n, nil
 }
 
+// checkHolderGroup refuses group=holder where no group is cut: the peers' paths, and kinds that cut
+// every group (isolate, bridge, halves).
+func (n *Partition) checkHolderGroup() error {
+	if n.Group != GroupHolder {
+		return nil
+	}
+	if n.Peers {
+		return fmt.Errorf("group=holder cuts a client group, paths=peers none: drop one of them")
+	}
+	if n.Target != "" {
+		return nil
+	}
+	for _, k := range n.Kinds {
+		if k != PartClientMinority && k != PartClientMajority {
+			return fmt.Errorf("group=holder needs kind=%s or kind=%s (kind=%s cuts no one group): set kind", PartClientMajority, PartClientMinority, k)
+		}
+	}
+	return nil
+}
+
+// resolved reports whether the cuts of each fault are chosen when it starts.
+func (n *Partition) resolved() bool { return n.Target != "" || n.Group == GroupHolder }
+
 // Name implements Nemesis.
 func (n *Partition) Name() string { return "partition" }
 
 // Plan implements Nemesis: one partition at a time, each lasting Duration, of a kind drawn from Kinds
-// (or, with a role Target, cuts Resolve chooses when the fault starts).
+// (or, with a role Target or group=holder, cuts Resolve chooses when the fault starts).
 func (n *Partition) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
-	if n.Target != "" {
-		return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
+	if n.resolved() {
+		plan := timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
 			end := at + n.Duration
 			return []Op{{At: at, F: "cut", Effect: history.EffectFault}, {At: end, F: "heal", Effect: history.EffectHeal}}, end
 		})
+		// Drawn after the plan, so that the plan is what it was before group=holder existed.
+		n.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		return plan
 	}
 	return timedPlan(rng, n.Interval, timeLimit, func(at time.Duration) ([]Op, time.Duration) {
 		var cuts Cuts
@@ -260,10 +303,12 @@ func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
 	return cuts
 }
 
-// Resolve implements Resolver for role-targeted partitions: a cut takes the groups' paths to the
-// nodes with the role right now, its heal the same paths. Planned cuts are returned as they are.
-func (n *Partition) Resolve(_ context.Context, op Op) (Op, error) {
-	if len(op.Nodes) > 0 || n.Target == "" {
+// Resolve implements Resolver for partitions whose cuts are chosen when a fault starts: a role
+// target cuts the groups' paths to the nodes with the role right now; group=holder cuts the group
+// of a process that holds a lock (see waitForHolder) from the role's nodes, or from the nodes the
+// kind draws. A heal takes the same paths as its cut. Planned cuts are returned as they are.
+func (n *Partition) Resolve(ctx context.Context, op Op) (Op, error) {
+	if len(op.Nodes) > 0 || !n.resolved() {
 		return op, nil
 	}
 	if op.F == "heal" {
@@ -272,10 +317,14 @@ func (n *Partition) Resolve(_ context.Context, op Op) (Op, error) {
 		if len(cuts) == 0 {
 			return op, nil // its cut was skipped: no heal without a fault
 		}
+		if err := n.keepCut(ctx); err != nil {
+			n.lastCuts = cuts // the final heal undoes it
+			return op, err
+		}
 		return opWithCuts(op.At, "heal", cuts, op.Effect), nil
 	}
-	nodes := RoleNodes(n.env, n.Target)
 	n.lastCuts = nil
+	nodes := n.resolveNodes()
 	if len(nodes) == 0 {
 		return op, nil
 	}
@@ -283,14 +332,75 @@ func (n *Partition) Resolve(_ context.Context, op Op) (Op, error) {
 		n.lastCuts = peerCuts(nodes, n.Nodes)
 		return opWithCuts(op.At, "cut", n.lastCuts, op.Effect), nil
 	}
-	cuts := Cuts{}
-	for _, g := range n.Groups {
-		if n.Group == "" || g == n.Group {
-			cuts[g] = slices.Clone(nodes)
-		}
+	groups, err := n.resolveGroups(ctx)
+	if err != nil || len(groups) == 0 {
+		return op, err
 	}
-	n.lastCuts = cuts
+	cuts := Cuts{}
+	for _, g := range groups {
+		cuts[g] = slices.Clone(nodes)
+	}
+	n.lastCuts, n.cutAt = cuts, time.Now()
 	return opWithCuts(op.At, "cut", cuts, op.Effect), nil
+}
+
+// keepCut waits, for a group=holder fault whose cut began late (it waited for a grant), until the
+// cut has lasted its Duration: a cut shortened by the wait could heal before the holder's lease
+// runs out, and test nothing. The next fault then starts late too.
+func (n *Partition) keepCut(ctx context.Context) error {
+	if n.Group != GroupHolder {
+		return nil
+	}
+	wait := time.Until(n.cutAt.Add(n.Duration))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("keep the cut: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// resolveNodes are the nodes a fault starting now cuts: those with the role Target names, or a
+// minority or majority drawn by the kind.
+func (n *Partition) resolveNodes() []string {
+	if n.Target != "" {
+		return RoleNodes(n.env, n.Target)
+	}
+	if n.rng == nil {
+		n.rng = rand.New(rand.NewPCG(1, 2))
+	}
+	kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
+	if kind == PartClientMinority {
+		return PickNodes(n.rng, n.Nodes, TargetMinority)
+	}
+	return PickNodes(n.rng, n.Nodes, TargetMajority)
+}
+
+// resolveGroups are the groups a fault starting now cuts: Group, every group, or (group=holder) the
+// group of the next process granted a lock within HolderWait, or else of the newest holder now;
+// none when nobody holds, and the fault is skipped.
+func (n *Partition) resolveGroups(ctx context.Context) ([]string, error) {
+	switch n.Group {
+	case "":
+		return n.Groups, nil
+	case GroupHolder:
+	default:
+		return []string{n.Group}, nil
+	}
+	h, ok, err := waitForHolder(ctx, n.env.Holders, n.HolderWait, 2*time.Millisecond)
+	if err != nil || !ok {
+		if err == nil {
+			n.env.Log.Info("partition: holder fault skipped, nobody held a lock in time", "wait", n.HolderWait)
+		}
+		return nil, err
+	}
+	n.env.Log.Debug("partition: holder targeted", "process", h.Process, "group", h.Group, "key", h.Key)
+	return []string{h.Group}, nil
 }
 
 // toxics are the toxics a cut path gets in mode.

@@ -269,6 +269,9 @@ type Env struct {
 	Roles RoleView
 	// Probe is the lock's lease probe; nil refuses lock-aware targets.
 	Probe systems.LeaseProbe
+	// Holders reports which processes hold a lock now and through which client group, for the
+	// partitions that aim at the holder's group; nil before the run.
+	Holders HolderView
 	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
 	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.

@@ -35,6 +35,9 @@ type DockerConfig struct {
 	Engine *containers.Engine
 	// Run labels the run's network and containers (the run's directory).
 	Run string
+	// PublishHost is where this host reaches the ports a remote Engine publishes; empty: the
+	// Engine's own host.
+	PublishHost string
 }
 
 // dockerNode is one node of the docker backend: a server process run (docker exec) in a container
@@ -89,7 +92,7 @@ func newDocker(ctx context.Context, dc DockerConfig, shim string, persist cluste
 		return nil, fmt.Errorf("the docker backend needs a Docker Engine connection")
 	}
 	if !dc.Engine.Local() {
-		return nil, fmt.Errorf("the docker backend runs nodes on a local Engine only (unix socket), not %s: a node's data and clock live in the run's directory, shared with its container", dc.Engine.Host())
+		return nil, fmt.Errorf("%w (the Engine at %s)", ErrRemoteMastersOnly, dc.Engine.Host())
 	}
 	s, err := dc.Engine.NewSession(ctx, dc.Run)
 	if err != nil {

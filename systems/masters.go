@@ -74,6 +74,9 @@ func newMasters(b nodeBackend, nodes []Node, groups []string, direct bool) (*mas
 // startMastersDocker runs redis-masters as containers: the same nodes, links and faults as the
 // local backend, with each node in its own network namespace.
 func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, err error) {
+	if cfg.Docker.Engine != nil && !cfg.Docker.Engine.Local() {
+		return startMastersRemote(ctx, cfg, dir)
+	}
 	bin, err := clusters.FindRedisServer(cfg.RedisServer)
 	if err != nil {
 		return nil, err

@@ -182,6 +182,9 @@ func (p *Pauses) pickHolder(pick func(n int) int) (chan pauseReq, bool) {
 // sleepHolding is d of work by process pid under a lease, during which a pause may stop it (and
 // its lock's background renewals) wherever it is; paused time does not count as work done.
 func (p *Pauses) sleepHolding(pid int, lock locks.Locker, d time.Duration) {
+	if d < minPause {
+		return
+	}
 	if p == nil {
 		time.Sleep(d)
 		return

@@ -142,7 +142,16 @@ func randDuration(rng *rand.Rand, max time.Duration) time.Duration {
 	return time.Duration(rng.Int64N(int64(max) + 1))
 }
 
+// minPause is the shortest think or work the workload sleeps for. A Go timer fires tens of
+// microseconds late on a busy machine and up to a millisecond late on an idle one, so a shorter
+// pause would last that long instead; it is not slept at all (at the ceiling, with no think time,
+// the sleep was a tenth of each operation).
+const minPause = 50 * time.Microsecond
+
 func sleep(ctx context.Context, d time.Duration) {
+	if d < minPause {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

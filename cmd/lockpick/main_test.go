@@ -65,6 +65,9 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"run", "--lock", "etcd", "--etcd-server", "/nonexistent/etcd", "--store", store},
 		{"run", "--lock", "redlock", "--etcd-server", "current", "--store", store},
 		{"run", "--lock", "etcd", "--nemesis", "partition:target=primary", "--store", store},
+		{"run", "--docker-publish-host", "10.0.0.5", "--store", store},
+		{"run", "--backend", "docker", "--docker-publish-host", "10.0.0.5", "--store", store},
+		{"run", "--backend", "docker", "--docker-host", "tcp://127.0.0.1:1", "--store", store},
 	}
 	for _, args := range cases {
 		var stderr bytes.Buffer

@@ -124,6 +124,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	junit = junitFlag(cmd, "run")
 	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs)", systems.Backends()))
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	f.StringVar(&cfg.DockerPublishHost, "docker-publish-host", "", dockerPublishUsage)
 	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)")
 	f.StringVar(&cfg.MasterName, "master-name", "", "with --backend external and a sentinel lock: the name the --endpoints (sentinels) monitor the primary under")
 	f.BoolVar(&dryRun, "dry-run", false, "print what the run would do (nodes, keys, the faults' schedule, the clean-up) and exit without starting anything")
@@ -139,13 +140,13 @@ func runFile(cmd *cobra.Command, file string) error {
 	var bad []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		switch f.Name {
-		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server", "backend", "docker-host":
+		case "seed", "seeds", "time-limit", "store", "junit", "stop-at-first", "etcd-server", "backend", "docker-host", "docker-publish-host":
 		default:
 			bad = append(bad, "--"+f.Name)
 		}
 	})
 	if len(bad) > 0 {
-		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first, --etcd-server, --backend and --docker-host apply)", strings.Join(bad, ", "), file)
+		return fmt.Errorf("%s cannot be combined with a scenario file: edit %s instead (only --seed, --seeds, --time-limit, --store, --junit, --stop-at-first, --etcd-server, --backend, --docker-host and --docker-publish-host apply)", strings.Join(bad, ", "), file)
 	}
 	s, err := scenarios.Load(file)
 	if err != nil {
@@ -156,6 +157,7 @@ func runFile(cmd *cobra.Command, file string) error {
 	o.etcdServer, _ = cmd.Flags().GetString("etcd-server")
 	o.backend, _ = cmd.Flags().GetString("backend")
 	o.dockerHost, _ = cmd.Flags().GetString("docker-host")
+	o.dockerPublish, _ = cmd.Flags().GetString("docker-publish-host")
 	junitPath, _ := cmd.Flags().GetString("junit")
 	o.junit = newJUnit(junitPath, "lockpick run")
 	if cmd.Flags().Changed("time-limit") {

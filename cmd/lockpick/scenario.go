@@ -35,6 +35,8 @@ type scenarioOverrides struct {
 	// backend and dockerHost run the scenario's nodes elsewhere (--backend, --docker-host): the
 	// file's nodes, lock and faults stay what they are.
 	backend, dockerHost string
+	// dockerPublish is where a remote Engine's published ports are reached (--docker-publish-host).
+	dockerPublish string
 }
 
 // apply sets the backend overrides on a scenario's configuration.
@@ -45,13 +47,20 @@ func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
 	if o.dockerHost != "" {
 		cfg.DockerHost = o.dockerHost
 	}
+	if o.dockerPublish != "" {
+		cfg.DockerPublishHost = o.dockerPublish
+	}
 }
 
 // backendFlags adds --backend and --docker-host, for scenario files, to o.
 func backendFlags(cmd *cobra.Command, o *scenarioOverrides) {
 	cmd.Flags().StringVar(&o.backend, "backend", "", fmt.Sprintf("run the scenarios' nodes on this backend: %v (default: the file's, else local)", systems.Backends()))
 	cmd.Flags().StringVar(&o.dockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
+	cmd.Flags().StringVar(&o.dockerPublish, "docker-publish-host", "", dockerPublishUsage)
 }
+
+// dockerPublishUsage is the help of --docker-publish-host.
+const dockerPublishUsage = "with a remote --docker-host: the address at which this host reaches the ports that Engine publishes for the nodes (default: the host of --docker-host; set it when the Engine is reached through a tunnel)"
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
 // findings asked for are violations.
@@ -89,6 +98,21 @@ func (o scenarioOverrides) config(s scenarios.Scenario) harness.Config {
 		cfg.StopAtFirst = true
 	}
 	return cfg
+}
+
+// earlyStopLength is about how long a scenario that stops at its first violation runs: the
+// violation comes with one of the first faults, then the recovery (measured: 5 to 25 s).
+const earlyStopLength = 15 * time.Second
+
+// expectedLength is how long s's run is likely to take: its plan, or for a run that stops at its
+// first violation, earlyStopLength at most.
+func (o scenarioOverrides) expectedLength(s scenarios.Scenario) time.Duration {
+	cfg := o.config(s)
+	plan := time.Duration(cfg.TimeLimit + cfg.Recovery)
+	if cfg.StopAtFirst {
+		return min(plan, earlyStopLength)
+	}
+	return plan
 }
 
 // missed says how a run of s differed from what s expects; empty when it met it.
@@ -153,7 +177,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				// Run without names on another backend, the scenarios whose system it cannot run are
 				// left out, and said so: the subset that backend can run.
-				chosen = onBackend(w, all, bo.backend)
+				chosen = onBackend(w, all, bo)
 			}
 			for _, name := range args {
 				s, err := scenarios.Find(name)
@@ -172,7 +196,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				return nil
 			}
 			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer,
-				backend: bo.backend, dockerHost: bo.dockerHost}
+				backend: bo.backend, dockerHost: bo.dockerHost, dockerPublish: bo.dockerPublish}
 			if cmd.Flags().Changed("seed") {
 				o.seed = &seed
 			}
@@ -210,14 +234,14 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 	var mu sync.Mutex // w and the junit report
 	met := make([]bool, len(chosen))
 	done := make([]bool, len(chosen))
-	// Side by side, the longest plans start first, so that no long one is left running alone at the end.
+	// Side by side, the longest runs start first, so that no long one is left running alone at the end.
 	order := make([]int, len(chosen))
 	for i := range order {
 		order[i] = i
 	}
 	if parallel > 1 {
 		slices.SortStableFunc(order, func(a, b int) int {
-			return cmp.Compare(chosen[b].Config.TimeLimit+chosen[b].Config.Recovery, chosen[a].Config.TimeLimit+chosen[a].Config.Recovery)
+			return cmp.Compare(o.expectedLength(chosen[b]), o.expectedLength(chosen[a]))
 		})
 	}
 	err = eachAtOnce(len(chosen), parallel, func(k int) error {
@@ -256,8 +280,8 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 }
 
 // onBackend keeps the scenarios whose system and faults backend can run, and names the others.
-func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenarios.Scenario {
-	if backend == "" || backend == systems.BackendLocal {
+func onBackend(w io.Writer, all []scenarios.Scenario, o scenarioOverrides) []scenarios.Scenario {
+	if o.backend == "" || o.backend == systems.BackendLocal {
 		return all
 	}
 	var kept, left []string
@@ -265,7 +289,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 	for _, s := range all {
 		// Resolve refuses what the backend cannot run: the system, or a fault it does not offer.
 		cfg := s.Config
-		cfg.Backend = backend
+		o.applyBackend(&cfg) // the Engine too: a remote one runs fewer systems
 		if cfg.Resolve() == nil {
 			out = append(out, s)
 			kept = append(kept, s.Name)
@@ -274,7 +298,7 @@ func onBackend(w io.Writer, all []scenarios.Scenario, backend string) []scenario
 		}
 	}
 	if len(left) > 0 {
-		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", backend, len(kept), backend, strings.Join(left, " "))
+		fmt.Fprintf(w, "--backend %s: %d scenarios it can run; left out (system or faults not on %s): %s\n\n", o.backend, len(kept), o.backend, strings.Join(left, " "))
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/scenarios"
@@ -23,5 +24,28 @@ func TestOnlyAViolationAloneStopsEarly(t *testing.T) {
 		if got := settledByAViolation(c.e); got != c.stop {
 			t.Errorf("%s: stop early %v, want %v", c.e, got, c.stop)
 		}
+	}
+}
+
+// Side by side, a run that stops at its first violation is scheduled by the time it takes, not by
+// its plan: the 60 s runs that go whole start before it.
+func TestLongRunsStartFirst(t *testing.T) {
+	whole, err := scenarios.Find("redlock-none") // valid: 60 s + 5 s, run whole
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := scenarios.Find("redlock-restart") // invalid: stops at its first violation
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := scenarioOverrides{stopAtFirst: true}
+	if got, want := o.expectedLength(whole), 65*time.Second; got != want {
+		t.Errorf("redlock-none expected to take %v, want its plan %v", got, want)
+	}
+	if got := o.expectedLength(early); got != earlyStopLength {
+		t.Errorf("redlock-restart with --stop-at-first expected to take %v, want %v", got, earlyStopLength)
+	}
+	if got := (scenarioOverrides{}).expectedLength(early); got != 65*time.Second {
+		t.Errorf("redlock-restart without --stop-at-first expected to take %v, want its plan", got)
 	}
 }

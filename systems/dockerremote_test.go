@@ -1,0 +1,230 @@
+package systems
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/containers"
+)
+
+// remoteEngine is the local Engine reached over TCP on loopback: to the code, a remote Engine.
+func remoteEngine(t *testing.T) *containers.Engine {
+	t.Helper()
+	ctx := context.Background()
+	local, err := containers.Connect(ctx, "")
+	if err != nil {
+		t.Skipf("skipping the remote docker backend's test: %v", err)
+	}
+	local.Close()
+	fw, err := containers.Forward("/var/run/docker.sock", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("skipping the remote docker backend's test: %v", err)
+	}
+	t.Cleanup(func() { fw.Close() })
+	eng, err := containers.Connect(ctx, fw.Host())
+	if err != nil {
+		t.Skipf("skipping the remote docker backend's test: %v", err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if eng.Local() {
+		t.Fatalf("an Engine at %s is taken for a local one", eng.Host())
+	}
+	return eng
+}
+
+// Every Backend operation on redis-masters on a remote Engine, through its API only: nodes at
+// published ports, restart keeping and losing data, pause, a kill while paused, the clock shim
+// moved in place in every state of the node, cuts from the holder, and nothing left after Close.
+func TestDockerRemoteMasters(t *testing.T) {
+	ctx := context.Background()
+	eng := remoteEngine(t)
+	shim, err := clusters.FindClockShim(ctx, "", "")
+	if err != nil {
+		t.Skipf("skipping the remote docker backend's test: %v", err)
+	}
+	dir := t.TempDir()
+	sys, err := Start(ctx, "redis-masters", Config{
+		Dir: dir, Groups: []string{"c1"}, Nodes: 2, Persistence: clusters.PersistAOFAlways, ClockShim: shim,
+		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	b := sys.Backend()
+	if _, ok := b.(*dockerRemote); !ok {
+		t.Fatalf("a remote Engine got the backend %T", b)
+	}
+	n1 := sys.Nodes()[0]
+	if host, port, _ := net.SplitHostPort(n1.Addr); host != "127.0.0.1" || port == "6379" {
+		t.Fatalf("node %s at %s: want the port its pod publishes on the Engine host 127.0.0.1", n1.Name, n1.Addr)
+	}
+	admin := clusters.AdminClient(n1.Addr)
+	defer admin.Close()
+	if err := admin.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testRemoteRestart(t, sys, admin)
+
+	// Pause, then a kill of the paused node: its container goes, and the next start brings it back
+	// at the same published address, with its data.
+	if err := b.Signal(n1.Name, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Ping(ctx, n1.Name); err == nil {
+		t.Fatal("a paused node answered PING")
+	}
+	// The clock moves while the node is paused; it reads the offset when it thaws.
+	if err := b.SetClockOffset(n1.Name, -time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Signal(n1.Name, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	wantClock(t, b, n1.Name, -time.Hour)
+	if err := b.Signal(n1.Name, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Kill(n1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Ping(ctx, n1.Name); err == nil {
+		t.Fatal("a node killed while paused answered PING")
+	}
+	if err := b.SetClockOffset(n1.Name, 2*time.Hour); err != nil {
+		t.Fatalf("set the clock of a node that is down: %v", err)
+	}
+	if err := b.Start(ctx, n1.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := admin.Exists(ctx, "k").Val(); got != 1 {
+		t.Fatalf("after a kill while paused and a start, EXISTS k = %d, want 1 (the append-only file)", got)
+	}
+	wantClock(t, b, n1.Name, 2*time.Hour)
+
+	// A running node's clock moves in place, at its next read.
+	n2 := sys.Nodes()[1].Name
+	began := time.Now()
+	if err := b.SetClockOffset(n2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("clock move %v", time.Since(began))
+	wantClock(t, b, n2, time.Hour)
+
+	testNetCut(t, sys, n2)
+
+	if err := sys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The nodes' logs came home into the run's store.
+	if log, err := os.ReadFile(filepath.Join(dir, "n1", "redis.log")); err != nil || !strings.Contains(string(log), readyLine) {
+		t.Errorf("the log of n1 was not copied into the run's store: %v", err)
+	}
+	left, err := eng.Leftovers(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !left.Empty() {
+		t.Fatalf("Close left %s on the Engine", left)
+	}
+}
+
+// testRemoteRestart kills and starts the first node: the kept append-only file brings the key
+// back; a start without data does not. The key is set again at the end.
+func testRemoteRestart(t *testing.T, sys System, admin *redis.Client) {
+	ctx := context.Background()
+	b := sys.Backend()
+	n1 := sys.Nodes()[0].Name
+	for _, c := range []struct {
+		start func(context.Context, string) error
+		want  int64
+	}{{b.Start, 1}, {b.StartEmpty, 0}} {
+		began := time.Now()
+		if err := b.Kill(n1); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Since(began)
+		if b.Running(n1) || sys.Ping(ctx, n1) == nil {
+			t.Fatal("a killed node still answers")
+		}
+		began = time.Now()
+		if err := c.start(ctx, n1); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kill %v, start %v", killed, time.Since(began))
+		if got := admin.Exists(ctx, "k").Val(); got != c.want {
+			t.Fatalf("after restart, EXISTS k = %d, want %d", got, c.want)
+		}
+	}
+	if err := admin.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantClock(t *testing.T, b Backend, node string, want time.Duration) {
+	t.Helper()
+	off, err := b.ClockOffset(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < want-time.Second || off > want+time.Second {
+		t.Fatalf("clock offset of %s is %v, want about %v", node, off, want)
+	}
+}
+
+// Clients of a truly remote Engine reach a node through the Engine host's NAT and arrive from
+// their own address, outside the run's network, where the loopback test's arrive from the bridge's
+// gateway (the Engine's userland proxy): a cut stops them too. This host's own outward address
+// plays the remote client; the nodes are published on every address for the test's few seconds.
+func TestDockerRemoteCutFromOutside(t *testing.T) {
+	ctx := context.Background()
+	eng := remoteEngine(t)
+	probe, err := net.Dial("udp", "192.0.2.1:9") // no packet is sent: it picks the outward address
+	if err != nil {
+		t.Skipf("skipping: this host has no outward address to play a remote client from: %v", err)
+	}
+	outward := probe.LocalAddr().(*net.UDPAddr).IP.String()
+	probe.Close()
+	dir := t.TempDir()
+	sys, err := Start(ctx, "redis-masters", Config{
+		Dir: dir, Groups: []string{"c1"}, Nodes: 1,
+		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir, PublishHost: outward},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	n1 := sys.Nodes()[0]
+	admin := clusters.AdminClient(n1.Addr)
+	defer admin.Close()
+	me, err := admin.ClientInfo(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, _, _ := net.SplitHostPort(me.Addr); strings.HasPrefix(host, "10.213.") {
+		t.Fatalf("the node sees this client at %s, inside the run's network: the test would prove nothing", me.Addr)
+	}
+	testNetCut(t, sys, n1.Name)
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"/a/b": `'/a/b'`, "/my store/n1": `'/my store/n1'`, "it's": `'it'\''s'`,
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

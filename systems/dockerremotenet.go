@@ -1,0 +1,76 @@
+package systems
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Cuts on a remote Engine: iptables in the node's network holder. Clients reach a node through
+// the port its holder publishes, and arrive from the Engine host's bridge gateway (its userland
+// proxy) or, translated by the Engine host's NAT, from their own address outside the run's
+// network; a cut drops (or resets) both, and leaves the run's network and loopback alone.
+
+// remoteCutRules are the iptables rules (without -A/-D) that cut a node from every client: what
+// comes from (goes to) the gateway, and what comes from (goes to) outside the run's network.
+func remoteCutRules(mode, gw, subnet string) [][]string {
+	from := [][]string{{"-s", gw}, {"!", "-s", subnet}}
+	to := [][]string{{"-d", gw}, {"!", "-d", subnet}}
+	var rules [][]string
+	for i := range from {
+		in := append([]string{"INPUT", "!", "-i", "lo"}, from[i]...)
+		if mode == "reset" {
+			rules = append(rules, append(in, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"))
+			continue
+		}
+		rules = append(rules, append(in, "-j", "DROP"),
+			append(append([]string{"OUTPUT", "!", "-o", "lo"}, to[i]...), "-j", "DROP"))
+	}
+	return rules
+}
+
+// CutNetwork implements nemesis.NetCutter.
+func (b *dockerRemote) CutNetwork(ctx context.Context, node, mode string) error {
+	n, err := b.node(node)
+	if err != nil {
+		return err
+	}
+	n.op.Lock()
+	defer n.op.Unlock()
+	if n.cut != "" {
+		return fmt.Errorf("node %s is already cut", node)
+	}
+	n.cut = mode
+	return b.iptables(ctx, n, "-A", mode)
+}
+
+// HealNetwork implements nemesis.NetCutter.
+func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
+	n, err := b.node(node)
+	if err != nil {
+		return err
+	}
+	n.op.Lock()
+	defer n.op.Unlock()
+	mode := n.cut
+	n.cut = ""
+	if mode == "" {
+		return nil
+	}
+	return b.iptables(ctx, n, "-D", mode)
+}
+
+// iptables adds (-A) or deletes (-D) a cut's rules in one exec of a shell in the node's holder.
+func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode string) error {
+	if b.tools["iptables"] == "" {
+		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.name, RemoteNetToolsMissing())
+	}
+	var cmds []string
+	for _, r := range remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()) {
+		cmds = append(cmds, b.tools["iptables"]+" -w "+op+" "+strings.Join(r, " "))
+	}
+	if _, err := b.sh(ctx, n, inHolder, strings.Join(cmds, " && ")); err != nil {
+		return fmt.Errorf("node %s: %w", n.name, err)
+	}
+	return nil
+}
