@@ -107,9 +107,11 @@ card: deps build
 	$(BIN) card $(LOCK) --store $(STORE) --report docs/cards/$(LOCK).md $(ARGS)
 
 # The Docker subset (issue 16): scenarios whose faults act on the nodes themselves (kill and restart,
-# pause, clock jumps), run unchanged with --backend docker, nodes as containers. Needs a reachable
-# Docker Engine; `lockpick clean` removes what an interrupted run left.
-DOCKER_SCENARIOS := single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority
+# pause, clock jumps) or on the paths between servers (a stalled replica, a leader cut from its
+# peers: iptables in the containers' namespaces), run unchanged with --backend docker, nodes as
+# containers. Needs a reachable Docker Engine; `lockpick clean` removes what an interrupted run left.
+DOCKER_SCENARIOS := single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority \
+	sentinel-none sentinel-failover sentinel-restart etcd-none etcd-leader-kill etcd-partition-leader
 docker-scenarios: deps build
 	$(BIN) scenario $(DOCKER_SCENARIOS) --backend docker --stop-at-first --store $(STORE) $(ARGS)
 

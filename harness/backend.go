@@ -26,7 +26,10 @@ func (c *Config) resolveBackend() error {
 		}
 	}
 	for _, s := range c.Specs() {
-		if s.Name == "netcut" && c.Backend == systems.BackendDocker {
+		// netcut, and every cut of a path between servers (local Engine only), is iptables in the
+		// containers' namespaces.
+		peers := s.Name == "failover" || s.Params["paths"] == "peers"
+		if (s.Name == "netcut" || peers) && c.Backend == systems.BackendDocker {
 			missing := systems.NetToolsMissing
 			if !containers.IsLocalHost(c.DockerHost) {
 				missing = systems.RemoteNetToolsMissing

@@ -566,6 +566,7 @@ func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
 	e.NetFaults = c.Backend == systems.BackendDocker
+	e.PeerNet = c.Backend == systems.BackendDocker
 	return e
 }
 

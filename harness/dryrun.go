@@ -37,6 +37,9 @@ func DryRun(cfg Config) (string, error) {
 			break
 		}
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
+		if cfg.System != "redis-masters" {
+			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace")
+		}
 	default:
 		p("  %d nodes as child processes on loopback, stopped at the end", len(cfg.layout()))
 	}

@@ -186,6 +186,9 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	if nc, ok := backend.(nemesis.NetCutter); ok {
 		env.Net = nc
 	}
+	if pc, ok := backend.(systems.PeerCutter); ok {
+		env.Peers = pc
+	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
 	for _, spec := range cfg.Specs() {

@@ -58,7 +58,7 @@ type Failover struct {
 	Down     time.Duration
 	Interval time.Duration
 
-	toxics toxicSet
+	toxics pathCutter
 	mu     sync.Mutex
 	hit    string          // the primary the fault in progress took away; "" when skipped
 	killed map[string]bool // nodes killed and not yet started
@@ -69,7 +69,7 @@ type Failover struct {
 }
 
 func buildFailover(env Env, p *Params) (Nemesis, error) {
-	f := &Failover{Env: env, toxics: toxicSet{links: env.Links}, killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}}
+	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
 	f.Stall = p.Share("stall", 1)
 	f.Wait = p.Duration("wait", 2*env.TTL)

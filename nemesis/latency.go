@@ -83,6 +83,9 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 			return nil, fmt.Errorf("duration must be positive")
 		}
 	}
+	if n.Peers && (env.PeerNet || env.Peers != nil) {
+		return nil, errPeerLatency
+	}
 	n.resolve = leaseResolver{env: env, target: n.Target}
 	return n, CheckTarget(env, n.Target)
 }

@@ -117,13 +117,13 @@ type Partition struct {
 
 	env      Env
 	rng      *rand.Rand // draws the kinds and nodes of faults resolved when they start
-	toxics   toxicSet
+	toxics   pathCutter
 	lastCuts Cuts      // the cuts of the resolved fault in effect, which its heal undoes
 	cutAt    time.Time // when that fault's cut was resolved
 }
 
 func buildPartition(env Env, p *Params) (Nemesis, error) {
-	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, env: env, toxics: toxicSet{links: env.Links}}
+	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, env: env, toxics: &toxicSet{links: env.Links}}
 	// The default draws among the kinds that make sense for the cluster's size; a kind asked for by
 	// name that does not is an error.
 	var kinds []string
@@ -143,6 +143,11 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n.Interval = p.Duration("interval", env.Interval)
 	n.Target = p.Choice("target", "", TargetPrimary, TargetReplicas, TargetLeader, TargetFollowers)
 	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
+	if n.Peers {
+		// The paths between servers: links on the local backend, the servers' own interfaces where
+		// the backend offers that.
+		n.toxics = serverPaths(env, n.Mode)
+	}
 	if n.Target != "" {
 		if err := CheckTarget(env, n.Target); err != nil {
 			return nil, err
@@ -429,7 +434,7 @@ func (n *Partition) Apply(ctx context.Context, op Op) error {
 			case "cut":
 				errs = append(errs, n.toxics.add(g, node, partitionToxics(n.Mode)))
 			case "heal":
-				errs = append(errs, n.toxics.remove(ctx, g, node))
+				errs = append(errs, n.toxics.removeAndReset(ctx, g, node, false))
 			default:
 				return fmt.Errorf("partition nemesis cannot %q", verb)
 			}

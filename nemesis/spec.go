@@ -251,6 +251,11 @@ type Env struct {
 	// NetFaults says whether the run's backend offers Net, for checking a configuration before the
 	// system runs.
 	NetFaults bool
+	// Peers cuts the paths between servers where the servers run (the docker backend's rules in
+	// their namespaces); nil when those paths are links (local). PeerNet says whether the run's
+	// backend offers Peers, for checking a configuration before the system runs.
+	Peers   systems.PeerCutter
+	PeerNet bool
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
 	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the

@@ -1,13 +1,14 @@
 #!/bin/sh
 # The Docker subset of the scenarios (make docker-scenarios) over seeds, each scenario run on the
 # docker backend and then on the local backend, with its outcome and wall time side by side.
-# Usage: scripts/docker-figures.sh [bin/lockpick] [store] [seeds...]
+# Usage: [SCENARIOS="a b ..."] scripts/docker-figures.sh [bin/lockpick] [store] [seeds...]
 set -u
 BIN=${1:-bin/lockpick}
 STORE=${2:-/tmp/lockpick-docker-figures}
 shift 2 2>/dev/null
 SEEDS=${*:-1 2 3}
-SCENARIOS="single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority"
+# The Makefile's DOCKER_SCENARIOS, continuation lines included.
+SCENARIOS=${SCENARIOS:-$(sed -n '/^DOCKER_SCENARIOS :=/,/[^\\]$/p' Makefile | sed 's/^DOCKER_SCENARIOS :=//; s/\\$//' | tr -s ' \t\n' '  ')}
 printf '%-32s %4s  %-8s %7s  %-8s %7s\n' scenario seed docker time local time
 for seed in $SEEDS; do
 	for s in $SCENARIOS; do

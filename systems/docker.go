@@ -51,10 +51,20 @@ type dockerNode struct {
 	// cmd and env start the server.
 	cmd, env []string
 	// data are the files removed by a start without data.
-	data    []string
-	running bool
-	proc    containers.Proc
-	paused  bool
+	data []string
+	// peer says how other servers reach the node (dockerpeers.go); ready, when set, replaces the
+	// redis readiness check; wipedCmd, when set, replaces cmd on a start without data after the
+	// first start (an etcd member that lost its data joins as an existing member).
+	peer     dockerPeer
+	ready    func(ctx context.Context) error
+	wipedCmd []string
+	// readyLog, when set, is what the node logs once it serves, which its start takes instead of
+	// ready while the node is cut from the harness (dockerpeers.go).
+	readyLog logLine
+	started  bool
+	running  bool
+	proc     containers.Proc
+	paused   bool
 	// cut is the mode of the network cut in effect, or empty.
 	cut string
 	// op serialises what changes the container's state or its namespace's rules: a heal that
@@ -156,10 +166,15 @@ func (b *docker) start(ctx context.Context, name string, wipe bool) error {
 			os.RemoveAll(f)
 		}
 	}
-	mark := logSize(n.dir)
+	mark := n.logSize()
 	began := time.Now()
 	n.op.Lock()
-	proc, err := b.session.Exec(ctx, name, n.cmd, n.env, n.dir)
+	cmd := n.cmd
+	if wipe && n.started && n.wipedCmd != nil {
+		cmd = n.wipedCmd
+	}
+	n.started = true
+	proc, err := b.session.Exec(ctx, name, cmd, n.env, n.dir)
 	b.mu.Lock()
 	n.proc = proc
 	b.mu.Unlock()
@@ -188,8 +203,8 @@ func (b *docker) setRunning(n *dockerNode, running bool) {
 func (b *docker) waitReady(ctx context.Context, n *dockerNode, mark int64) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := clusters.PingOnce(ctx, n.addr)
-		if err == nil || loggedReady(n.dir, mark) {
+		err := b.isReady(ctx, n, mark)
+		if err == nil {
 			return nil
 		}
 		b.mu.Lock()
@@ -329,9 +344,6 @@ func CheckBackend(system, backend string) error {
 	case "", BackendLocal:
 		return nil
 	case BackendDocker:
-		if system != "redis-masters" {
-			return fmt.Errorf("--backend docker runs redis-masters (--lock single, redlock, fenced, ...) so far, not %s: use --backend local", system)
-		}
 		return nil
 	case BackendExternal:
 		return nil
@@ -347,6 +359,12 @@ func startDocker(ctx context.Context, name string, cfg Config) (System, error) {
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("system %s: %w", name, err)
+	}
+	switch name {
+	case "redis-sentinel":
+		return startSentinelDocker(ctx, cfg, dir)
+	case "etcd":
+		return startEtcdDocker(ctx, cfg, dir)
 	}
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)

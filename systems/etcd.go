@@ -67,13 +67,16 @@ const peerHost = "192.0.2.1"
 // to the callee, so a partition can cut any pair of members, either way.
 type etcdSys struct {
 	cfg     EtcdConfig
-	backend *local
+	backend nodeBackend
 	links   *links.Set
 	fwd     []*links.Forwarder
 	roles   *etcdRoles
 
-	nodes  []Node
-	peer   map[string]string // member -> its own peer address
+	nodes []Node
+	peer  map[string]string // member -> its own peer address
+	// known is, on the docker backend, the address the other members call each member by (its
+	// peer address); empty on the local backend, where that is peerHost and the member's port.
+	known  map[string]string
 	admins map[string]*clientv3.Client
 }
 
@@ -89,8 +92,9 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("system etcd: %w", err)
 	}
+	lb := newLocal(ec.Server, "", "", cfg.Logger)
 	s := &etcdSys{
-		cfg: ec, backend: newLocal(ec.Server, "", "", cfg.Logger), links: links.New(),
+		cfg: ec, backend: lb, links: links.New(),
 		nodes: ec.layout(), peer: map[string]string{}, admins: map[string]*clientv3.Client{},
 	}
 	defer func() {
@@ -126,7 +130,7 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 			return nil, err
 		}
 		s.fwd = append(s.fwd, f)
-		if err := s.declare(dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
+		if err := s.declare(lb, dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +179,7 @@ func (s *etcdSys) addLinks(groups []string) error {
 
 // declare declares a member's process to the backend: its command line, its data directory (which
 // a start without data removes) and its peer proxy.
-func (s *etcdSys) declare(dir string, n Node, initial, proxy string) error {
+func (s *etcdSys) declare(lb *local, dir string, n Node, initial, proxy string) error {
 	nd := filepath.Join(dir, n.Name)
 	_, peerPort, _ := net.SplitHostPort(s.peer[n.Name])
 	data := filepath.Join(nd, "data")
@@ -206,7 +210,7 @@ func (s *etcdSys) declare(dir string, n Node, initial, proxy string) error {
 	}
 	name := n.Name
 	ready := func(ctx context.Context) error { return s.serves(ctx, name) }
-	return s.backend.add(&process{name: n.Name, dir: nd, args: args, wipedArgs: wiped, addr: n.Addr, data: []string{data}, env: env, ready: ready})
+	return lb.add(&process{name: n.Name, dir: nd, args: args, wipedArgs: wiped, addr: n.Addr, data: []string{data}, env: env, ready: ready})
 }
 
 // serves reports whether a member serves. A member answers its clients only once its cluster has a
@@ -294,6 +298,9 @@ func (s *etcdSys) status(ctx context.Context, name string) (*clientv3.StatusResp
 
 // knownPeer is the host:port the members know name's peer port by.
 func (s *etcdSys) knownPeer(name string) string {
+	if k, ok := s.known[name]; ok {
+		return k
+	}
 	_, port, _ := net.SplitHostPort(s.peer[name])
 	return net.JoinHostPort(peerHost, port)
 }
@@ -325,7 +332,12 @@ func (s *etcdSys) Endpoints(group string) ([]Endpoint, error) {
 func (s *etcdSys) Links() *links.Set { return s.links }
 
 // Backend implements System.
-func (s *etcdSys) Backend() Backend { return etcdBackend{s.backend, s} }
+func (s *etcdSys) Backend() Backend {
+	if d, ok := s.backend.(*docker); ok {
+		return etcdDocker{etcdBackend{s.backend, s}, d, d}
+	}
+	return etcdBackend{s.backend, s}
+}
 
 // Watch implements System.
 func (s *etcdSys) Watch(f func(Event)) { s.roles.subscribe(f) }
@@ -362,10 +374,10 @@ func (s *etcdSys) Close() error {
 	return s.backend.Close()
 }
 
-// etcdBackend is the local backend of etcd members: Go programs read the time without libc, so the
+// etcdBackend is the backend of etcd members (local or docker): Go programs read the time without libc, so the
 // clock shim cannot move their clocks.
 type etcdBackend struct {
-	*local
+	nodeBackend
 	sys *etcdSys
 }
 
@@ -391,7 +403,7 @@ func (b etcdBackend) StartEmpty(ctx context.Context, node string) error {
 			lastErr = replaceMember(cctx, b.sys.admins[other.Name], peerURL)
 			cancel()
 			if lastErr == nil {
-				return b.local.StartEmpty(ctx, node)
+				return b.nodeBackend.StartEmpty(ctx, node)
 			}
 		}
 		time.Sleep(250 * time.Millisecond)

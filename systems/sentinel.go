@@ -99,10 +99,11 @@ func (c SentinelConfig) layout() []Node {
 // router's.
 type sentinelSys struct {
 	cfg     SentinelConfig
-	backend *local
+	backend nodeBackend
 	links   *links.Set
-	router  *links.Router
-	watch   *watcher
+	// router is nil on the docker backend: its servers reach each other over their own interfaces.
+	router *links.Router
+	watch  *watcher
 
 	nodes   []Node
 	known   map[string]string // node -> known address
@@ -126,8 +127,9 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 	if persist == "" {
 		persist = clusters.PersistNone
 	}
+	lb := newLocal(bin, cfg.ClockShim, persist, cfg.Logger)
 	s := &sentinelSys{
-		cfg: sc, backend: newLocal(bin, cfg.ClockShim, persist, cfg.Logger),
+		cfg: sc, backend: lb,
 		links: links.New(), nodes: sc.layout(), known: map[string]string{}, byKnown: map[string]string{},
 	}
 	s.router = links.NewRouter(s.links, cfg.Logger)
@@ -162,7 +164,7 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 		s.known[n.Name], s.byKnown[known] = known, n.Name
 	}
 	for i, n := range s.nodes {
-		if err := s.declare(dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
+		if err := s.declare(lb, dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -204,7 +206,7 @@ func (s *sentinelSys) addLinks(groups []string) error {
 }
 
 // declare writes a node's configuration file and declares its process to the backend.
-func (s *sentinelSys) declare(dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
+func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
 	nd := filepath.Join(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -263,7 +265,7 @@ func (s *sentinelSys) declare(dir string, n Node, source string, persist cluster
 	if n.Role != RoleSentinel {
 		data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
 	}
-	return s.backend.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data, reserved: reserved})
+	return lb.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data, reserved: reserved})
 }
 
 func persistLines(p clusters.Persistence) []string {
@@ -419,7 +421,9 @@ func (s *sentinelSys) Close() error {
 		s.watch.close()
 	}
 	err := s.backend.Close()
-	s.router.Close()
+	if s.router != nil {
+		s.router.Close()
+	}
 	s.links.Close()
 	return err
 }

@@ -122,7 +122,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
 	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
-	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs; both redis-masters so far)", systems.Backends()))
+	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs)", systems.Backends()))
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
 	f.StringVar(&cfg.DockerPublishHost, "docker-publish-host", "", dockerPublishUsage)
 	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)")

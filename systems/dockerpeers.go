@@ -1,0 +1,225 @@
+package systems
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/containers"
+)
+
+// PeerCutter cuts the paths between servers where they run: on the docker backend servers talk to
+// each other over their containers' own interfaces, with no proxy of the harness between them, so a
+// cut of such a path is packet filter rules in the calling server's network namespace. A path from
+// one node to another carries the connections the first opens to the second's server port (a
+// replica to its primary, a sentinel to a node, an etcd member to another's peer port): as a link
+// does on the local backend, a cut of from->to leaves the connections to->from alone.
+type PeerCutter interface {
+	// CutPeer cuts the path from one node to another: mode "drop" drops its packets both ways (TCP
+	// retransmits, and delivers what was held back once healed), "reset" answers them with TCP
+	// resets, "lose-reply" drops only what comes back. A cut outlives restarts of either node.
+	CutPeer(ctx context.Context, from, to, mode string) error
+	// HealPeer removes the cut of the path from one node to another, if any.
+	HealPeer(ctx context.Context, from, to string) error
+}
+
+// dockerPeer is how other servers reach a node of the docker backend: its container's address and
+// the port they call (a redis node's, a sentinel's, an etcd member's peer port), and the cuts of the
+// paths from the node to others (callee -> mode), guarded by the node's op.
+type dockerPeer struct {
+	ip   string
+	port int
+	cuts map[string]string
+}
+
+// dockerSpec is a node of a system whose servers talk to each other, in a container of its own.
+type dockerSpec struct {
+	name, dir, image string
+	// idle is the container's own process, which lives as long as the container.
+	idle []string
+	// cmd is the server; wipedCmd, when set, replaces it on a start without data after the first.
+	cmd, wipedCmd []string
+	// port is where clients reach the server; peerPort where other servers call it.
+	port, peerPort int
+	data           []string
+	ready          func(ctx context.Context) error
+	// readyLog is what the node logs once it serves.
+	readyLog logLine
+	// shim, when false, keeps the clock shim out of the node (a Go program reads no libc clock).
+	shim bool
+}
+
+// addNode creates the container of a node (not started); the node's address is its container's.
+func (b *docker) addNode(ctx context.Context, sp dockerSpec) (*dockerNode, error) {
+	if err := os.MkdirAll(sp.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("node %s: %w", sp.name, err)
+	}
+	var env []string
+	if sp.shim && b.shim != "" {
+		if err := initClockFile(clockFile(sp.dir)); err != nil {
+			return nil, fmt.Errorf("node %s: %w", sp.name, err)
+		}
+		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(sp.dir)}
+	}
+	ip, err := b.session.Create(ctx, sp.name, containers.Spec{Image: sp.image, Cmd: sp.idle, Dir: sp.dir})
+	if err != nil {
+		return nil, err
+	}
+	n := &dockerNode{name: sp.name, dir: sp.dir, addr: net.JoinHostPort(ip.String(), strconv.Itoa(sp.port)),
+		cmd: sp.cmd, wipedCmd: sp.wipedCmd, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
+		peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}}}
+	b.mu.Lock()
+	b.nodes[sp.name] = n
+	b.mu.Unlock()
+	return n, nil
+}
+
+// startContainers starts the nodes' containers together (each takes the Engine a second or more on
+// a loaded machine), not the nodes.
+func (b *docker) startContainers(ctx context.Context, names []string) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { errs[i] = b.session.Start(ctx, name) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// isReady answers nil once the node serves: its own check, or a redis PING, or (as a node cut off
+// the network cannot be asked) its log past mark saying it accepts connections.
+func (b *docker) isReady(ctx context.Context, n *dockerNode, mark int64) error {
+	if n.ready != nil {
+		err := n.ready(ctx)
+		if err != nil && n.readyLog.file != "" {
+			n.op.Lock()
+			cut := n.cut != ""
+			n.op.Unlock()
+			if cut && logHas(filepath.Join(n.dir, n.readyLog.file), n.readyLog.text, mark) {
+				return nil
+			}
+		}
+		return err
+	}
+	err := clusters.PingOnce(ctx, n.addr)
+	if err == nil || loggedReady(n.dir, mark) {
+		return nil
+	}
+	return err
+}
+
+// logLine is a line a node writes to its log file (in its directory) once it serves.
+type logLine struct{ file, text string }
+
+// logSize is the size of the log the node's start reads, now.
+func (n *dockerNode) logSize() int64 {
+	if n.readyLog.file == "" {
+		return logSize(n.dir)
+	}
+	st, err := os.Stat(filepath.Join(n.dir, n.readyLog.file))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// logHas reports whether the file, past from, holds text.
+func logHas(path, text string, from int64) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && int64(len(data)) > from && bytes.Contains(data[from:], []byte(text))
+}
+
+// peerRules are the iptables rules (without -A/-D), in the caller's namespace, that cut its
+// connections to ip:port.
+func peerRules(mode, ip string, port int) [][]string {
+	p := strconv.Itoa(port)
+	out := []string{"OUTPUT", "-p", "tcp", "-d", ip, "--dport", p}
+	in := []string{"INPUT", "-p", "tcp", "-s", ip, "--sport", p}
+	switch mode {
+	case "reset":
+		rst := []string{"-j", "REJECT", "--reject-with", "tcp-reset"}
+		return [][]string{append(out, rst...), append(in, rst...)}
+	case "lose-reply":
+		return [][]string{append(in, "-j", "DROP")}
+	}
+	return [][]string{append(out, "-j", "DROP"), append(in, "-j", "DROP")}
+}
+
+// peerModes are the modes CutPeer knows.
+var peerModes = []string{"drop", "reset", "lose-reply"}
+
+// CutPeer implements PeerCutter.
+func (b *docker) CutPeer(ctx context.Context, from, to, mode string) error {
+	if !slices.Contains(peerModes, mode) {
+		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
+	}
+	f, err := b.node(from)
+	if err != nil {
+		return err
+	}
+	t, err := b.node(to)
+	if err != nil {
+		return err
+	}
+	if t.peer.port == 0 {
+		return fmt.Errorf("cut %s->%s: %s is called by no other server", from, to, to)
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	if _, ok := f.peer.cuts[to]; ok {
+		return nil // in effect already
+	}
+	f.peer.cuts[to] = mode
+	return b.nsIptables(ctx, f.name, "-A", peerRules(mode, t.peer.ip, t.peer.port))
+}
+
+// HealPeer implements PeerCutter.
+func (b *docker) HealPeer(ctx context.Context, from, to string) error {
+	f, err := b.node(from)
+	if err != nil {
+		return err
+	}
+	t, err := b.node(to)
+	if err != nil {
+		return err
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	mode, ok := f.peer.cuts[to]
+	if !ok {
+		return nil
+	}
+	if err := b.nsIptables(ctx, f.name, "-D", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
+		return err
+	}
+	delete(f.peer.cuts, to)
+	return nil
+}
+
+// nsIptables adds (-A) or deletes (-D) rules in the network namespace of node's container.
+func (b *docker) nsIptables(ctx context.Context, node, op string, rules [][]string) error {
+	if err := NetToolsMissing(); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	pid := b.session.Pid(ctx, node)
+	if pid == 0 {
+		return fmt.Errorf("node %s: its container does not run", node)
+	}
+	var errs []error
+	for _, r := range rules {
+		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", "-w", op}, r...)
+		if out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: nsenter %v: %w: %s", node, args, err, bytes.TrimSpace(out)))
+		}
+	}
+	return errors.Join(errs...)
+}
