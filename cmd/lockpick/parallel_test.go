@@ -75,3 +75,30 @@ func TestScenarioParallel(t *testing.T) {
 		}
 	}
 }
+
+// eachWeighted never runs more weight at once than the slots, runs every call, and gives a call
+// heavier than every slot all of them.
+func TestEachWeighted(t *testing.T) {
+	var mu sync.Mutex
+	load, most, next := 0, 0, 0
+	weights := []int{2, 1, 1, 2, 5, 1, 2, 1, 1, 1}
+	err := eachWeighted(len(weights), 3, func(i int) int { return weights[i] }, func(i int) error {
+		w := min(weights[i], 3)
+		mu.Lock()
+		next++
+		load += w
+		most = max(most, load)
+		mu.Unlock()
+		time.Sleep(3 * time.Millisecond)
+		mu.Lock()
+		load -= w
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || next != len(weights) || most > 3 || most < 3 {
+		t.Fatalf("err %v, %d calls, at most %d slots busy at once (want 3)", err, next, most)
+	}
+	if runWeight("sentinel", "") != 2 || runWeight("redlock", "") != 1 || runWeight("client", "redis-sentinel") != 2 {
+		t.Error("sentinel runs take two slots, others one")
+	}
+}
