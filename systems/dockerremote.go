@@ -27,7 +27,7 @@ import (
 // laid out):
 //   - the node's files live in its container (its log is copied into the run's store at the end);
 //   - the harness reaches each node at the port its pod publishes on the Engine host;
-//   - start is an exec of redis-server in the node's container that first records its pid there,
+//   - start is an exec of the server in the node's container that first records its pid there,
 //     kill a `kill -9` of that pid from a shell kept open in the container (a node killed while
 //     paused: the Engine kills the container, thawing it after the signal, and the next start
 //     starts the container again);
@@ -35,7 +35,8 @@ import (
 //   - the clock file sits in a volume of the holder that the node's container shares: the shim maps
 //     it, and the harness stores the new offset in place with printf from a shell kept in the
 //     holder, which works when the node runs, is paused or is down;
-//   - a cut is iptables in the holder, in the node's network namespace.
+//   - a cut, of the node from clients or of its paths to other servers, is iptables in the holder,
+//     in the node's network namespace.
 
 // remoteSystems are the systems the docker backend runs on a remote Engine.
 var remoteSystems = []string{"redis-masters", "redis-sentinel", "etcd"}
@@ -123,7 +124,7 @@ func (b *dockerRemote) closeShell(n *remoteNode) {
 	}
 }
 
-// dockerRemote runs redis-server nodes in pods on a remote Engine.
+// dockerRemote runs nodes (redis-server, sentinels, etcd members) in pods on a remote Engine.
 type dockerRemote struct {
 	session *containers.Session
 	shim    string
