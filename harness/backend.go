@@ -26,7 +26,7 @@ func (c *Config) resolveBackend() error {
 		}
 	}
 	for _, s := range c.Specs() {
-		// netcut, and every cut of a path between servers (local Engine only), is iptables in the
+		// netcut, and every cut of a path between servers, is iptables in the
 		// containers' namespaces.
 		peers := s.Name == "failover" || s.Params["paths"] == "peers"
 		if (s.Name == "netcut" || peers) && c.Backend == systems.BackendDocker {

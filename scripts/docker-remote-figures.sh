@@ -3,13 +3,13 @@
 # exposed on a loopback TCP port (scripts/dockerfwd) is a remote Engine to lockpick (pods, published
 # ports, API kill and pause, clock written from the holder, iptables in the holder). Each scenario
 # runs with --docker-host tcp://127.0.0.1:PORT and then on the local socket, outcome and wall time
-# side by side. Usage: scripts/docker-remote-figures.sh [bin/lockpick] [store] [seeds...]
+# side by side. Usage: [SCENARIOS="a b"] scripts/docker-remote-figures.sh [bin/lockpick] [store] [seeds...]
 set -u
 BIN=${1:-bin/lockpick}
 STORE=${2:-/tmp/lockpick-docker-remote-figures}
 shift 2 2>/dev/null
 SEEDS=${*:-1 2 3}
-SCENARIOS="single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority"
+SCENARIOS=${SCENARIOS:-"single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority sentinel-failover etcd-partition-leader etcd-leader-kill"}
 mkdir -p "$STORE"
 go build -o "$STORE/dockerfwd" ./scripts/dockerfwd || exit 1
 "$STORE/dockerfwd" >"$STORE/fwd.addr" &

@@ -3,10 +3,11 @@
 # Engine exposed on a loopback TCP port (scripts/dockerfwd) is the remote Engine. Counts lockpick's
 # containers (two a node), networks and the volumes those containers mount (the holders' clock
 # volumes) while the run goes, after lockpick exits, and after `lockpick clean --docker-host`.
-# Usage: scripts/docker-remote-leftovers.sh [bin/lockpick] [store]
+# Usage: [RUN="--lock sentinel --nemesis failover"] scripts/docker-remote-leftovers.sh [bin/lockpick] [store]
 set -u
 BIN=${1:-bin/lockpick}
 STORE=${2:-/tmp/lockpick-remote-leftovers}
+RUN=${RUN:-"--lock redlock --nodes 3 --nemesis pause,netcut"}
 mkdir -p "$STORE"
 go build -o "$STORE/dockerfwd" ./scripts/dockerfwd || exit 1
 "$STORE/dockerfwd" >"$STORE/fwd.addr" &
@@ -23,7 +24,8 @@ count() {
 	echo "containers $c, networks $n"
 }
 for sig in INT TERM KILL; do
-	"$BIN" run --backend docker --docker-host "$REMOTE" --lock redlock --nodes 3 --nemesis pause,netcut --interval 1s --ttl 1s \
+	# shellcheck disable=SC2086
+	"$BIN" run --backend docker --docker-host "$REMOTE" $RUN --interval 1s --ttl 1s \
 		--time-limit 60s --seed 3 --store "$STORE" >"$STORE/run.$sig.log" 2>&1 &
 	pid=$!
 	sleep 12

@@ -92,7 +92,7 @@ func newDocker(ctx context.Context, dc DockerConfig, shim string, persist cluste
 		return nil, fmt.Errorf("the docker backend needs a Docker Engine connection")
 	}
 	if !dc.Engine.Local() {
-		return nil, fmt.Errorf("%w (the Engine at %s)", ErrRemoteMastersOnly, dc.Engine.Host())
+		return nil, fmt.Errorf("the Engine at %s is remote: its nodes run in pods (dockerremote.go)", dc.Engine.Host())
 	}
 	s, err := dc.Engine.NewSession(ctx, dc.Run)
 	if err != nil {
@@ -362,8 +362,14 @@ func startDocker(ctx context.Context, name string, cfg Config) (System, error) {
 	}
 	switch name {
 	case "redis-sentinel":
+		if !cfg.Docker.Engine.Local() {
+			return startSentinelRemote(ctx, cfg, dir)
+		}
 		return startSentinelDocker(ctx, cfg, dir)
 	case "etcd":
+		if !cfg.Docker.Engine.Local() {
+			return startEtcdRemote(ctx, cfg, dir)
+		}
 		return startEtcdDocker(ctx, cfg, dir)
 	}
 	if cfg.Nodes < 1 {

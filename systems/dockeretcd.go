@@ -104,6 +104,84 @@ func startEtcdDocker(ctx context.Context, cfg Config, dir string) (_ System, err
 	return s, nil
 }
 
+// startEtcdRemote runs the etcd members in pods on a remote Engine: members call each other at
+// their holders' addresses on the run's network (their peer URLs), and the harness and clients
+// reach each member's client port where its pod publishes it (its advertised client URL).
+func startEtcdRemote(ctx context.Context, cfg Config, dir string) (_ System, err error) {
+	ec, err := cfg.Etcd.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if ec.Server == "" {
+		return nil, errors.New("system etcd: no etcd program given (see --etcd-server)")
+	}
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		return nil, fmt.Errorf("etcd on docker: the containers idle in sleep, and the host has none: install coreutils")
+	}
+	// A Go program reads no libc clock: no shim.
+	b, image, err := newRemote(ctx, cfg, []string{ec.Server, sleep}, "", "")
+	if err != nil {
+		return nil, err
+	}
+	s := &etcdSys{cfg: ec, backend: b, links: links.New(), nodes: ec.layout(),
+		peer: map[string]string{}, known: map[string]string{}, admins: map[string]*clientv3.Client{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var names, initial []string
+	for _, n := range s.nodes {
+		name := n.Name
+		nd := filepath.Join(dir, name)
+		known, err := b.addPod(ctx, dockerSpec{name: name, dir: nd, image: image,
+			idle: []string{sleep, "infinity"}, port: etcdClientPort, peerPort: etcdPeerPort,
+			data:     []string{filepath.Join(nd, "data")},
+			ready:    func(ctx context.Context) error { return s.serves(ctx, name) },
+			readyLog: logLine{file: "etcd.log", text: "serving client traffic"}})
+		if err != nil {
+			return nil, err
+		}
+		ip, _, _ := net.SplitHostPort(known)
+		s.peer[name] = net.JoinHostPort(ip, strconv.Itoa(etcdPeerPort))
+		s.known[name] = s.peer[name]
+		initial = append(initial, name+"=http://"+s.peer[name])
+		names = append(names, name)
+	}
+	if err := b.startPods(ctx, names); err != nil {
+		return nil, fmt.Errorf("start etcd on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		n.Addr = b.published(n.Name)
+		rn, _ := b.node(n.Name)
+		args, wiped := s.dockerArgs(ec.Server, filepath.Join(dir, n.Name), *n, strings.Join(initial, ","))
+		rn.setCmd(b.tools["sh"], args, wiped)
+		for _, g := range cfg.Groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// One by one, as on the local backend: a member serves only once a majority runs.
+	for _, n := range s.nodes {
+		if err := b.Start(ctx, n.Name); err != nil {
+			return nil, fmt.Errorf("start etcd on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
+		}
+		c, err := adminClient(n.Addr)
+		if err != nil {
+			return nil, err
+		}
+		s.admins[n.Name] = c
+	}
+	s.roles = newEtcdRoles(s, cfg.Logger)
+	if err := s.waitHealthy(ctx, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("start etcd on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
+	}
+	return s, nil
+}
+
 // dockerArgs is a member's command line in its container, and the one it starts with after losing
 // its data (it joins the existing cluster, as on the local backend).
 func (s *etcdSys) dockerArgs(server, nd string, n Node, initial string) (args, wiped []string) {

@@ -48,6 +48,16 @@ func startDockerSystem(t *testing.T, eng *containers.Engine, name string, cfg Co
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sys.Close() })
+	var b nodeBackend
+	switch s := sys.(type) {
+	case *sentinelSys:
+		b = s.backend
+	case *etcdSys:
+		b = s.backend
+	}
+	if _, remote := b.(*dockerRemote); remote == eng.Local() {
+		t.Fatalf("the Engine at %s got the backend %T", eng.Host(), b)
+	}
 	return sys, func() {
 		t.Helper()
 		if err := sys.Close(); err != nil {
@@ -76,8 +86,23 @@ func peerCutter(t *testing.T, sys System) PeerCutter {
 // sentinels announce is what the client endpoints are Known by), a cut of one replica's path to the
 // primary stopping its replication alone until healed, a failover after the primary's kill that the
 // system's roles follow, and nothing left after Close.
-func TestDockerSentinel(t *testing.T) {
-	eng := dockerEngine(t)
+func TestDockerSentinel(t *testing.T) { testDockerSentinel(t, dockerEngine(t)) }
+
+// The same on a remote Engine (the local one reached over TCP): the servers known by their pods'
+// addresses on the run's network, the harness reaching them at their published ports, the path
+// cut from the caller's holder.
+func TestDockerRemoteSentinel(t *testing.T) { testDockerSentinel(t, remotePeersEngine(t)) }
+
+// remotePeersEngine is remoteEngine for the tests that cut paths between servers.
+func remotePeersEngine(t *testing.T) *containers.Engine {
+	t.Helper()
+	if err := RemoteNetToolsMissing(); err != nil {
+		t.Skipf("skipping the remote docker backend's test: %v", err)
+	}
+	return remoteEngine(t)
+}
+
+func testDockerSentinel(t *testing.T, eng *containers.Engine) {
 	sys, closed := startDockerSystem(t, eng, "redis-sentinel", Config{})
 	s := sys.(*sentinelSys)
 	ctx := context.Background()
@@ -97,6 +122,9 @@ func TestDockerSentinel(t *testing.T) {
 	}
 	if got := net.JoinHostPort(addr[0], addr[1]); got != eps[0].Known || strings.HasPrefix(got, "127.") {
 		t.Fatalf("the sentinels name the master %s, the primary's endpoint is known as %s", got, eps[0].Known)
+	}
+	if !eng.Local() && s.nodes[0].Addr == eps[0].Known {
+		t.Fatalf("on a remote Engine the harness reaches the primary at %s, the address the servers know it by", s.nodes[0].Addr)
 	}
 
 	// The path n2->n1 cut: n3 replicates a write, n2 does not until the heal.
@@ -168,8 +196,13 @@ func TestDockerSentinel(t *testing.T) {
 // from its peers (both ways, on the interfaces) loses the leadership, a healed member rejoins, a
 // killed leader is replaced and restarts with and without its data, a paused member continues, and
 // nothing is left after Close.
-func TestDockerEtcd(t *testing.T) {
-	eng := dockerEngine(t)
+func TestDockerEtcd(t *testing.T) { testDockerEtcd(t, dockerEngine(t)) }
+
+// The same on a remote Engine: members call each other at their pods' addresses, clients and the
+// harness reach them at their published ports, cuts and kills go through the kept shells.
+func TestDockerRemoteEtcd(t *testing.T) { testDockerEtcd(t, remotePeersEngine(t)) }
+
+func testDockerEtcd(t *testing.T, eng *containers.Engine) {
 	srv, err := FindEtcd(context.Background(), EtcdSystem, nil)
 	if err != nil {
 		t.Skipf("etcd tests skipped: %v", err)
@@ -298,8 +331,12 @@ func TestDockerEtcd(t *testing.T) {
 }
 
 // A node's clock in a sentinel deployment moves inside its container.
-func TestDockerSentinelClock(t *testing.T) {
-	eng := dockerEngine(t)
+func TestDockerSentinelClock(t *testing.T) { testDockerSentinelClock(t, dockerEngine(t)) }
+
+// The same on a remote Engine: the offset is stored from the holder's kept shell.
+func TestDockerRemoteSentinelClock(t *testing.T) { testDockerSentinelClock(t, remoteEngine(t)) }
+
+func testDockerSentinelClock(t *testing.T, eng *containers.Engine) {
 	shim, err := clusters.FindClockShim(context.Background(), "", "")
 	if err != nil {
 		t.Skipf("skipping: %v", err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,7 @@ import (
 // laid out):
 //   - the node's files live in its container (its log is copied into the run's store at the end);
 //   - the harness reaches each node at the port its pod publishes on the Engine host;
-//   - start is an exec of redis-server in the node's container that first records its pid there,
+//   - start is an exec of the server in the node's container that first records its pid there,
 //     kill a `kill -9` of that pid from a shell kept open in the container (a node killed while
 //     paused: the Engine kills the container, thawing it after the signal, and the next start
 //     starts the container again);
@@ -34,15 +35,16 @@ import (
 //   - the clock file sits in a volume of the holder that the node's container shares: the shim maps
 //     it, and the harness stores the new offset in place with printf from a shell kept in the
 //     holder, which works when the node runs, is paused or is down;
-//   - a cut is iptables in the holder, in the node's network namespace.
+//   - a cut, of the node from clients or of its paths to other servers, is iptables in the holder,
+//     in the node's network namespace.
 
-// ErrRemoteMastersOnly refuses a system other than redis-masters on a remote Engine.
-var ErrRemoteMastersOnly = errors.New("--backend docker on a remote Engine runs redis-masters (--lock single, redlock, fenced, ...) so far: run this system on the local Engine (drop --docker-host and DOCKER_HOST)")
+// remoteSystems are the systems the docker backend runs on a remote Engine.
+var remoteSystems = []string{"redis-masters", "redis-sentinel", "etcd"}
 
 // CheckRemote checks that the named system runs on a remote Engine.
 func CheckRemote(system string) error {
-	if system != "redis-masters" {
-		return fmt.Errorf("%s: %w", system, ErrRemoteMastersOnly)
+	if !slices.Contains(remoteSystems, system) {
+		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, remoteSystems)
 	}
 	return nil
 }
@@ -67,7 +69,17 @@ type remoteNode struct {
 	down bool
 	ex   containers.ExecID
 	cut  string
-	op   sync.Mutex
+	// started: the node ran once (a start without data then takes wipedCmd, when set).
+	started bool
+	// wipedCmd, data, ready and readyLog are as dockerNode's; peer is how other servers reach the
+	// node (its holder's address on the run's network), and the cuts of its paths to them.
+	wipedCmd []string
+	data     []string
+	ready    func(ctx context.Context) error
+	readyLog logLine
+	port     int
+	peer     dockerPeer
+	op       sync.Mutex
 	// shells are kept open in the node's container ([0]) and its holder ([1]): a kill or a clock
 	// move is then a write on an open connection, not an exec of its own.
 	shells [2]*containers.Shell
@@ -112,7 +124,7 @@ func (b *dockerRemote) closeShell(n *remoteNode) {
 	}
 }
 
-// dockerRemote runs redis-server nodes in pods on a remote Engine.
+// dockerRemote runs nodes (redis-server, sentinels, etcd members) in pods on a remote Engine.
 type dockerRemote struct {
 	session *containers.Session
 	shim    string
@@ -126,11 +138,11 @@ type dockerRemote struct {
 	nodes map[string]*remoteNode
 }
 
-// remoteImageFiles are the host files of a remote node image: the server, the shim, the tools and
+// remoteImageFiles are the host files of a remote node image: the servers, the shim, the tools and
 // the iptables modules, which iptables opens itself (ldd does not list them). tools are the tools'
 // paths, the same in the image.
-func remoteImageFiles(bin, shim string) (files []string, tools map[string]string, err error) {
-	files = []string{bin}
+func remoteImageFiles(bins []string, shim string) (files []string, tools map[string]string, err error) {
+	files = slices.Clone(bins)
 	if shim != "" {
 		files = append(files, shim)
 	}
@@ -166,32 +178,41 @@ func xtablesDir() (string, error) {
 	return "", fmt.Errorf("the docker backend on a remote Engine packs iptables and its modules (%s) into the node image, and this host has none: apt-get install iptables", xtablesExtensions[0])
 }
 
+// newRemote builds the image of bins (and the shim, the tools) and opens the run's session on a
+// remote Engine; nodes are added with addPod.
+func newRemote(ctx context.Context, cfg Config, bins []string, shim string, persist clusters.Persistence) (*dockerRemote, string, error) {
+	files, tools, err := remoteImageFiles(bins, shim)
+	if err != nil {
+		return nil, "", err
+	}
+	image, err := cfg.Docker.Engine.NodeImage(ctx, files)
+	if err != nil {
+		return nil, "", err
+	}
+	host := cfg.Docker.PublishHost
+	if host == "" {
+		if host, err = cfg.Docker.Engine.PublishHost(); err != nil {
+			return nil, "", err
+		}
+	}
+	s, err := cfg.Docker.Engine.NewSession(ctx, cfg.Docker.Run)
+	if err != nil {
+		return nil, "", err
+	}
+	return &dockerRemote{session: s, shim: shim, persist: persist, log: cfg.Logger,
+		host: host, tools: tools, nodes: map[string]*remoteNode{}}, image, nil
+}
+
 // startMastersRemote runs redis-masters in pods on a remote Engine.
 func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, err error) {
 	bin, err := clusters.FindRedisServer(cfg.RedisServer)
 	if err != nil {
 		return nil, err
 	}
-	files, tools, err := remoteImageFiles(bin, cfg.ClockShim)
+	b, image, err := newRemote(ctx, cfg, []string{bin}, cfg.ClockShim, persistence(cfg.Persistence))
 	if err != nil {
 		return nil, err
 	}
-	image, err := cfg.Docker.Engine.NodeImage(ctx, files)
-	if err != nil {
-		return nil, err
-	}
-	host := cfg.Docker.PublishHost
-	if host == "" {
-		if host, err = cfg.Docker.Engine.PublishHost(); err != nil {
-			return nil, err
-		}
-	}
-	s, err := cfg.Docker.Engine.NewSession(ctx, cfg.Docker.Run)
-	if err != nil {
-		return nil, err
-	}
-	b := &dockerRemote{session: s, shim: cfg.ClockShim, persist: persistence(cfg.Persistence), log: cfg.Logger,
-		host: host, tools: tools, nodes: map[string]*remoteNode{}}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -200,14 +221,20 @@ func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, 
 	names := make([]string, cfg.Nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%d", i+1)
-		if err := b.addRedis(ctx, names[i], filepath.Join(dir, names[i]), image, bin); err != nil {
+		nd := filepath.Join(dir, names[i])
+		if _, err := b.addPod(ctx, dockerSpec{name: names[i], dir: nd, image: image, idle: redisIdle(bin), port: redisPort,
+			cmd:  append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.persist)...),
+			data: []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}, shim: true}); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.startPods(ctx, names); err != nil {
+		return nil, fmt.Errorf("start redis-masters on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
 	}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() { errs[i] = b.up(ctx, name) })
+		wg.Go(func() { errs[i] = b.Start(ctx, name) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -221,39 +248,69 @@ func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, 
 	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
 }
 
-// addRedis creates the pod of a redis-server node (not started). dir is the node's directory in
-// the run's store on this host, and the same path in its container.
-func (b *dockerRemote) addRedis(ctx context.Context, name, dir, image, bin string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
-	var env []string
-	if b.shim != "" {
-		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(remoteClockDir)}
-	}
-	idle := []string{bin, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
-	// The node records its pid in its container before it becomes redis-server (exec keeps the pid).
-	cmd := append([]string{b.tools["sh"], "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`, bin},
-		clusters.RedisArgs("0.0.0.0", redisPort, dir, b.persist)...)
-	if _, err := b.session.CreatePod(ctx, name, containers.PodSpec{
-		Image: image, Idle: idle, Port: redisPort, PublishHost: b.host, Dir: dir, ClockDir: remoteClockDir,
-		ClockFile: filepath.Base(clockFile(remoteClockDir)),
-	}); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.nodes[name] = &remoteNode{name: name, dir: dir, cmd: cmd, env: env}
-	b.mu.Unlock()
-	return nil
+// redisIdle is the main process of a redis node's containers: a redis-server that stores nothing
+// and listens on no TCP port.
+func redisIdle(bin string) []string {
+	return []string{bin, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
 }
 
-// up starts a node's pod and then the node in it.
-func (b *dockerRemote) up(ctx context.Context, name string) error {
+// addPod creates the pod of a node (not started) and returns its address on the run's network,
+// where other servers call it. sp.dir is the node's directory in the run's store on this host,
+// and the same path in its container; sp.port is published on the Engine host.
+func (b *dockerRemote) addPod(ctx context.Context, sp dockerSpec) (string, error) {
+	if err := os.MkdirAll(sp.dir, 0o755); err != nil {
+		return "", fmt.Errorf("node %s: %w", sp.name, err)
+	}
+	var env []string
+	if sp.shim && b.shim != "" {
+		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(remoteClockDir)}
+	}
+	ip, err := b.session.CreatePod(ctx, sp.name, containers.PodSpec{
+		Image: sp.image, Idle: sp.idle, Port: sp.port, PublishHost: b.host, Dir: sp.dir, ClockDir: remoteClockDir,
+		ClockFile: filepath.Base(clockFile(remoteClockDir)),
+	})
+	if err != nil {
+		return "", err
+	}
+	n := &remoteNode{name: sp.name, dir: sp.dir, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
+		port: sp.port, peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}}}
+	n.setCmd(b.tools["sh"], sp.cmd, sp.wipedCmd)
+	b.mu.Lock()
+	b.nodes[sp.name] = n
+	b.mu.Unlock()
+	return net.JoinHostPort(ip.String(), strconv.Itoa(sp.port)), nil
+}
+
+// setCmd sets the node's command lines: each records its pid in the container before it becomes
+// the server (exec keeps the pid).
+func (n *remoteNode) setCmd(sh string, cmd, wiped []string) {
+	wrap := func(c []string) []string {
+		if c == nil {
+			return nil
+		}
+		return append([]string{sh, "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`}, c...)
+	}
+	n.cmd, n.wipedCmd = wrap(cmd), wrap(wiped)
+}
+
+// startPods starts the nodes' pods together, not the nodes, and learns their published addresses.
+func (b *dockerRemote) startPods(ctx context.Context, names []string) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { errs[i] = b.startPod(ctx, name) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startPod starts a node's pod (not the node) and opens its kept shells.
+func (b *dockerRemote) startPod(ctx context.Context, name string) error {
 	n, err := b.node(name)
 	if err != nil {
 		return err
 	}
-	port, err := b.session.StartPod(ctx, name, redisPort)
+	port, err := b.session.StartPod(ctx, name, n.port)
 	if err != nil {
 		return err
 	}
@@ -266,7 +323,17 @@ func (b *dockerRemote) up(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return b.Start(ctx, name)
+	return nil
+}
+
+// published is where the harness and clients reach the node: the port its pod publishes.
+func (b *dockerRemote) published(name string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.nodes[name]; ok {
+		return n.addr
+	}
+	return ""
 }
 
 func (b *dockerRemote) node(name string) (*remoteNode, error) {
@@ -281,7 +348,8 @@ func (b *dockerRemote) node(name string) (*remoteNode, error) {
 
 // Start implements Backend.
 func (b *dockerRemote) Start(ctx context.Context, name string) error {
-	return b.start(ctx, name, false)
+	// Without persistence a replica still stores the snapshot it synced from: a restart loses it.
+	return b.start(ctx, name, b.persist == clusters.PersistNone)
 }
 
 // StartEmpty implements Backend.
@@ -302,6 +370,10 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 		return fmt.Errorf("node %s is already running", name)
 	}
 	down, cut := n.down, n.cut
+	cmd := n.cmd
+	if wipe && n.started && n.wipedCmd != nil {
+		cmd = n.wipedCmd
+	}
 	b.mu.Unlock()
 	began := time.Now()
 	if down {
@@ -312,9 +384,11 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 		n.down = false
 		b.mu.Unlock()
 	}
-	// Without persistence the server writes no files: there is nothing to remove.
-	if wipe && b.persist != clusters.PersistNone {
-		rm := b.tools["rm"] + " -rf " + shellQuote(filepath.Join(n.dir, "dump.rdb")) + " " + shellQuote(filepath.Join(n.dir, "appendonlydir"))
+	if wipe && len(n.data) > 0 {
+		rm := b.tools["rm"] + " -rf"
+		for _, f := range n.data {
+			rm += " " + shellQuote(f)
+		}
 		if _, err := b.sh(ctx, n, inNode, rm); err != nil {
 			return fmt.Errorf("start node %s without data: %w", name, err)
 		}
@@ -323,12 +397,12 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	if cut != "" {
 		mark = b.readyLines(ctx, n)
 	}
-	ex, err := b.session.ExecDetached(ctx, name, n.cmd, n.env, n.dir)
+	ex, err := b.session.ExecDetached(ctx, name, cmd, n.env, n.dir)
 	if err != nil {
 		return err
 	}
 	b.mu.Lock()
-	n.running, n.ex = true, ex
+	n.running, n.ex, n.started = true, ex, true
 	b.mu.Unlock()
 	if err := b.waitReady(ctx, n, ex, mark); err != nil {
 		b.kill(n)
@@ -344,21 +418,35 @@ func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error 
 	return nil
 }
 
+// logFile is the node's log, which says when it serves.
+func (n *remoteNode) logFile() logLine {
+	if n.readyLog.file == "" {
+		return logLine{file: "redis.log", text: readyLine}
+	}
+	return n.readyLog
+}
+
 // readyLines counts the lines of the node's log that say it is ready.
 func (b *dockerRemote) readyLines(ctx context.Context, n *remoteNode) int {
-	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, "redis.log"))
+	l := n.logFile()
+	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, l.file))
 	if err != nil {
 		return 0
 	}
-	return bytes.Count(data, []byte(readyLine))
+	return bytes.Count(data, []byte(l.text))
 }
 
-// waitReady waits until the node answers PING or, when it is cut (mark >= 0), until its log holds
-// more ready lines than mark.
+// waitReady waits until the node answers (its own check, or PING) or, when it is cut (mark >= 0),
+// until its log holds more ready lines than mark.
 func (b *dockerRemote) waitReady(ctx context.Context, n *remoteNode, ex containers.ExecID, mark int) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := clusters.PingOnce(ctx, n.addr)
+		var err error
+		if n.ready != nil {
+			err = n.ready(ctx)
+		} else {
+			err = clusters.PingOnce(ctx, n.addr)
+		}
 		if err == nil || (mark >= 0 && b.readyLines(ctx, n) > mark) {
 			return nil
 		}
@@ -378,7 +466,7 @@ func (b *dockerRemote) waitReady(ctx context.Context, n *remoteNode, ex containe
 
 // lastLines are the last lines of the node's log, for an error.
 func (b *dockerRemote) lastLines(ctx context.Context, n *remoteNode) string {
-	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, "redis.log"))
+	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, n.logFile().file))
 	if err != nil {
 		return err.Error()
 	}

@@ -228,3 +228,15 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckRemote(t *testing.T) {
+	for _, name := range Names() {
+		if err := CheckRemote(name); err != nil {
+			t.Errorf("CheckRemote(%s): %v", name, err)
+		}
+	}
+	err := CheckRemote("zookeeper")
+	if err == nil || !strings.Contains(err.Error(), "drop --docker-host") {
+		t.Fatalf("CheckRemote(zookeeper) = %v, want a refusal that says what to do", err)
+	}
+}

@@ -3,6 +3,7 @@ package systems
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -60,14 +61,70 @@ func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
 	return b.iptables(ctx, n, "-D", mode)
 }
 
-// iptables adds (-A) or deletes (-D) a cut's rules in one exec of a shell in the node's holder.
+// iptables adds (-A) or deletes (-D) a cut's rules.
 func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode string) error {
+	return b.holderIptables(ctx, n, op, remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()))
+}
+
+// CutPeer implements PeerCutter: the rules of the local Engine (peerRules), in the caller's holder.
+func (b *dockerRemote) CutPeer(ctx context.Context, from, to, mode string) error {
+	if !slices.Contains(peerModes, mode) {
+		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
+	}
+	f, err := b.node(from)
+	if err != nil {
+		return err
+	}
+	t, err := b.node(to)
+	if err != nil {
+		return err
+	}
+	if t.peer.port == 0 {
+		return fmt.Errorf("cut %s->%s: %s is called by no other server", from, to, to)
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	if _, ok := f.peer.cuts[to]; ok {
+		return nil // in effect already
+	}
+	if err := b.holderIptables(ctx, f, "-A", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
+		return fmt.Errorf("cut %s->%s: %w", from, to, err)
+	}
+	f.peer.cuts[to] = mode
+	return nil
+}
+
+// HealPeer implements PeerCutter.
+func (b *dockerRemote) HealPeer(ctx context.Context, from, to string) error {
+	f, err := b.node(from)
+	if err != nil {
+		return err
+	}
+	t, err := b.node(to)
+	if err != nil {
+		return err
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	mode, ok := f.peer.cuts[to]
+	if !ok {
+		return nil
+	}
+	if err := b.holderIptables(ctx, f, "-D", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
+		return fmt.Errorf("heal %s->%s: %w", from, to, err)
+	}
+	delete(f.peer.cuts, to)
+	return nil
+}
+
+// holderIptables adds (-A) or deletes (-D) rules in one script of the shell kept in n's holder.
+func (b *dockerRemote) holderIptables(ctx context.Context, n *remoteNode, op string, rules [][]string) error {
 	if b.tools["iptables"] == "" {
 		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.name, RemoteNetToolsMissing())
 	}
-	var cmds []string
-	for _, r := range remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()) {
-		cmds = append(cmds, b.tools["iptables"]+" -w "+op+" "+strings.Join(r, " "))
+	cmds := make([]string, len(rules))
+	for i, r := range rules {
+		cmds[i] = b.tools["iptables"] + " -w " + op + " " + strings.Join(r, " ")
 	}
 	if _, err := b.sh(ctx, n, inHolder, strings.Join(cmds, " && ")); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)

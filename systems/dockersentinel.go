@@ -3,6 +3,7 @@ package systems
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,9 +75,10 @@ func startSentinelDocker(ctx context.Context, cfg Config, dir string) (_ System,
 		names = append(names, n.Name)
 	}
 	for _, n := range s.nodes {
-		args, err := s.writeDockerConf(filepath.Join(dir, n.Name), n, persist)
-		if err != nil {
-			return nil, err
+		nd := filepath.Join(dir, n.Name)
+		conf, body, args := s.dockerConf(nd, n, persist)
+		if err := os.WriteFile(conf, body, 0o644); err != nil {
+			return nil, fmt.Errorf("node %s: write %s: %w", n.Name, conf, err)
 		}
 		dn, _ := b.node(n.Name)
 		dn.cmd = append([]string{bin}, args...)
@@ -98,14 +100,13 @@ func startSentinelDocker(ctx context.Context, cfg Config, dir string) (_ System,
 	return s, nil
 }
 
-// writeDockerConf writes a node's configuration file in its directory and returns the server's
-// arguments. Each server listens on every interface of its container and is known by its container's
-// address, so nothing needs announcing: Sentinel monitors the primary's address, replicas replicate
-// from it, and the sentinels find each other by the addresses their hellos come from.
-func (s *sentinelSys) writeDockerConf(nd string, n Node, persist clusters.Persistence) ([]string, error) {
-	_, port, _ := strings.Cut(n.Addr, ":")
-	primary := s.nodes[0].Addr
-	pip, pport, _ := strings.Cut(primary, ":")
+// dockerConf is a node's configuration file (its path and content) and the server's arguments.
+// Each server listens on every interface of its container and is known by its container's address
+// (s.known), so nothing needs announcing: Sentinel monitors the primary's address, replicas
+// replicate from it, and the sentinels find each other by the addresses their hellos come from.
+func (s *sentinelSys) dockerConf(nd string, n Node, persist clusters.Persistence) (conf string, body []byte, args []string) {
+	_, port, _ := net.SplitHostPort(s.known[n.Name])
+	pip, pport, _ := net.SplitHostPort(s.known[s.nodes[0].Name])
 	lines := []string{
 		"port " + port,
 		"bind 0.0.0.0",
@@ -114,8 +115,8 @@ func (s *sentinelSys) writeDockerConf(nd string, n Node, persist clusters.Persis
 		"dir " + nd,
 		"logfile " + filepath.Join(nd, "redis.log"),
 	}
-	conf := filepath.Join(nd, "redis.conf")
-	args := []string{conf}
+	conf = filepath.Join(nd, "redis.conf")
+	args = []string{conf}
 	if n.Role == RoleSentinel {
 		conf = filepath.Join(nd, "sentinel.conf")
 		args = []string{conf, "--sentinel"}
@@ -140,8 +141,72 @@ func (s *sentinelSys) writeDockerConf(nd string, n Node, persist clusters.Persis
 			lines = append(lines, "replicaof "+pip+" "+pport)
 		}
 	}
-	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("node %s: write %s: %w", n.Name, conf, err)
+	return conf, []byte(strings.Join(lines, "\n") + "\n"), args
+}
+
+// startSentinelRemote runs redis-sentinel in pods on a remote Engine: the servers call each other
+// at their holders' addresses on the run's network (what they announce, Endpoint.Known), and the
+// harness and clients reach each node at the port its pod publishes.
+func startSentinelRemote(ctx context.Context, cfg Config, dir string) (_ System, err error) {
+	sc, err := cfg.Sentinel.resolve()
+	if err != nil {
+		return nil, err
 	}
-	return args, nil
+	bin, err := clusters.FindRedisServer(cfg.RedisServer)
+	if err != nil {
+		return nil, err
+	}
+	persist := persistence(cfg.Persistence)
+	b, image, err := newRemote(ctx, cfg, []string{bin}, cfg.ClockShim, persist)
+	if err != nil {
+		return nil, err
+	}
+	s := &sentinelSys{cfg: sc, backend: b, links: links.New(), nodes: sc.layout(), known: map[string]string{}, byKnown: map[string]string{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	var names []string
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		port := redisPort
+		if n.Role == RoleSentinel {
+			port = sentinelPort
+		}
+		nd := filepath.Join(dir, n.Name)
+		var data []string
+		if n.Data {
+			data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
+		}
+		known, err := b.addPod(ctx, dockerSpec{name: n.Name, dir: nd, image: image, idle: redisIdle(bin), port: port, peerPort: port, data: data, shim: true})
+		if err != nil {
+			return nil, err
+		}
+		s.known[n.Name], s.byKnown[known] = known, n.Name
+		names = append(names, n.Name)
+	}
+	if err := b.startPods(ctx, names); err != nil {
+		return nil, fmt.Errorf("start redis-sentinel on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		n.Addr = b.published(n.Name)
+		conf, body, args := s.dockerConf(filepath.Join(dir, n.Name), *n, persist)
+		if err := b.session.WriteFiles(ctx, n.Name, filepath.Dir(conf), map[string][]byte{filepath.Base(conf): body}); err != nil {
+			return nil, err
+		}
+		rn, _ := b.node(n.Name)
+		rn.setCmd(b.tools["sh"], append([]string{bin}, args...), nil)
+		for _, g := range cfg.Groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := s.startAll(ctx); err != nil {
+		return nil, fmt.Errorf("start redis-sentinel on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
+	}
+	s.watch = newWatcher(s, cfg.Logger)
+	return s, nil
 }

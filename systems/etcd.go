@@ -336,6 +336,9 @@ func (s *etcdSys) Backend() Backend {
 	if d, ok := s.backend.(*docker); ok {
 		return etcdDocker{etcdBackend{s.backend, s}, d, d}
 	}
+	if r, ok := s.backend.(*dockerRemote); ok {
+		return etcdDocker{etcdBackend{s.backend, s}, r, r}
+	}
 	return etcdBackend{s.backend, s}
 }
 
