@@ -64,14 +64,14 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 		}
 	}
 
-	const ttl, limit = 2 * time.Second, 8 * time.Second
+	const ttl, limit = 2 * time.Second, 10 * time.Second
 	rec, err := history.Create(filepath.Join(dir, history.FileName), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := Env{Clocks: cluster, Cluster: cluster, Nodes: fiveNodes, Links: set, Groups: groups, Probe: probe,
 		Keys: []string{workloads.KeyName(0)}, TTL: ttl, Interval: 2 * time.Second, NodeTimeout: 100 * time.Millisecond, Recorder: rec}
-	spec, _ := ParseSpec("clock:target=holder-one:jump=forward:interval=1s:duration=500ms:wait=1s")
+	spec, _ := ParseSpec("clock:target=holder-one:jump=forward:interval=1s:duration=500ms:wait=2s")
 	nem, err := Build(spec, env)
 	if err != nil {
 		t.Fatal(err)

@@ -66,10 +66,12 @@ type Failover struct {
 	// died are nodes killed since the links to them were stalled: those links' connections are
 	// dead at the far end, and removing the stall resets them.
 	died map[string]bool
+	// restarts are the times of the planned restarts (a kill and a start at once).
+	restarts map[time.Duration]bool
 }
 
 func buildFailover(env Env, p *Params) (Nemesis, error) {
-	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}}
+	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
 	f.Stall = p.Share("stall", 1)
 	f.Wait = p.Duration("wait", 2*env.TTL)
@@ -107,6 +109,9 @@ func (f *Failover) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 			ops = append(ops, Op{At: take, F: "isolate", Effect: history.EffectFault}, Op{At: back, F: "rejoin", Effect: history.EffectHeal})
 		case FailRestart:
 			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault}, Op{At: take, F: "start", Effect: history.EffectHeal})
+			f.mu.Lock()
+			f.restarts[take] = true
+			f.mu.Unlock()
 		}
 		if stall {
 			ops = append(ops, Op{At: back + time.Millisecond, F: "unstall", Effect: history.EffectHeal})
@@ -164,6 +169,15 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	if stalled {
 		granted = func(held []systems.Lease) bool { return len(onlyOn(held, p)) > 0 }
 	}
+	f.mu.Lock()
+	restart := f.restarts[op.At]
+	f.mu.Unlock()
+	if restart && f.Env.Probe != nil && len(f.Env.Keys) > 0 {
+		// A restart is over at once: it breaks the lock only if the holder still works when the
+		// next client is granted, so it waits for a fresh grant, with all its work ahead (a hold
+		// hit in its last moments ends before anyone else gets in). None in time: any lease.
+		granted = f.freshLease(ctx, p, granted)
+	}
 	if f.Env.Probe != nil && len(f.Env.Keys) > 0 {
 		if !f.waitForLease(ctx, p, granted) {
 			f.Env.Log.Info("failover: fault skipped: no lease on the primary in time", "primary", p, "wait", f.Wait, "stalled", stalled)
@@ -185,13 +199,55 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	return op, nil
 }
 
+// freshLease waits up to half the shorter of Wait and the TTL (a fresh grant comes within about
+// one hold, and the lease held at the call must still be there for the fallback) for a fresh grant: one the history records after the call (a client
+// got it: a lease written but still waiting on its WAIT is not yet a hold), or without that view
+// a lease the primary p did not hold at the call. Then it returns a test that takes the lease held
+// now at once; when none came, ok itself.
+func (f *Failover) freshLease(ctx context.Context, p string, ok func(held []systems.Lease) bool) func([]systems.Lease) bool {
+	now := func([]systems.Lease) bool { return true }
+	wait := min(f.Wait, f.Env.TTL) / 2
+	if f.Env.Holders != nil {
+		began := time.Now()
+		h, found, err := waitForHolder(ctx, f.Env.Holders, wait, 2*time.Millisecond)
+		if err == nil && found && !h.Since.Before(began) {
+			return now
+		}
+		return ok
+	}
+	qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	before := map[string]bool{}
+	for _, l := range f.Env.Probe.Leases(qctx, f.Env.Keys) {
+		before[l.Key+"\x00"+l.Value] = true
+	}
+	cancel()
+	fresh := func(held []systems.Lease) bool {
+		var out []systems.Lease
+		for _, l := range held {
+			if !before[l.Key+"\x00"+l.Value] {
+				out = append(out, l)
+			}
+		}
+		return ok(out)
+	}
+	if f.waitForLeaseWithin(ctx, p, wait, fresh) {
+		return now
+	}
+	return ok
+}
+
 // waitForLease polls the lock's probe until ok accepts the leases the primary holds, or Wait
 // passes. Without a probe there is nothing to wait for.
 func (f *Failover) waitForLease(ctx context.Context, primary string, ok func(held []systems.Lease) bool) bool {
+	return f.waitForLeaseWithin(ctx, primary, f.Wait, ok)
+}
+
+// waitForLeaseWithin is waitForLease bounded by wait.
+func (f *Failover) waitForLeaseWithin(ctx context.Context, primary string, wait time.Duration, ok func(held []systems.Lease) bool) bool {
 	if f.Env.Probe == nil || len(f.Env.Keys) == 0 {
 		return true
 	}
-	deadline := time.Now().Add(f.Wait)
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		leases := f.Env.Probe.Leases(qctx, f.Env.Keys)
