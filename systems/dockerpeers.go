@@ -159,49 +159,69 @@ var peerModes = []string{"drop", "reset", "lose-reply"}
 
 // CutPeer implements PeerCutter.
 func (b *docker) CutPeer(ctx context.Context, from, to, mode string) error {
-	if !slices.Contains(peerModes, mode) {
-		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
-	}
-	f, err := b.node(from)
+	f, t, err := b.nodePair(from, to)
 	if err != nil {
 		return err
 	}
-	t, err := b.node(to)
-	if err != nil {
-		return err
-	}
-	if t.peer.port == 0 {
-		return fmt.Errorf("cut %s->%s: %s is called by no other server", from, to, to)
-	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	if _, ok := f.peer.cuts[to]; ok {
-		return nil // in effect already
-	}
-	f.peer.cuts[to] = mode
-	return b.nsIptables(ctx, f.name, "-A", peerRules(mode, t.peer.ip, t.peer.port))
+	return f.peer.cut(&f.op, from, to, mode, t.peer, func(op string, rules [][]string) error {
+		return b.nsIptables(ctx, from, op, rules)
+	})
 }
 
 // HealPeer implements PeerCutter.
 func (b *docker) HealPeer(ctx context.Context, from, to string) error {
+	f, t, err := b.nodePair(from, to)
+	if err != nil {
+		return err
+	}
+	return f.peer.heal(&f.op, from, to, t.peer, func(op string, rules [][]string) error {
+		return b.nsIptables(ctx, from, op, rules)
+	})
+}
+
+func (b *docker) nodePair(from, to string) (*dockerNode, *dockerNode, error) {
 	f, err := b.node(from)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	t, err := b.node(to)
-	if err != nil {
-		return err
+	return f, t, err
+}
+
+// cut is CutPeer of both docker backends, on p, the caller's side, under its node's op: it checks
+// the mode, and applies (apply "-A") and records the rules that cut the path to t.
+func (p *dockerPeer) cut(op *sync.Mutex, from, to, mode string, t dockerPeer, apply func(op string, rules [][]string) error) error {
+	if !slices.Contains(peerModes, mode) {
+		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
 	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	mode, ok := f.peer.cuts[to]
+	if t.port == 0 {
+		return fmt.Errorf("cut %s->%s: %s is called by no other server", from, to, to)
+	}
+	op.Lock()
+	defer op.Unlock()
+	if _, ok := p.cuts[to]; ok {
+		return nil // in effect already
+	}
+	if err := apply("-A", peerRules(mode, t.ip, t.port)); err != nil {
+		return fmt.Errorf("cut %s->%s: %w", from, to, err)
+	}
+	p.cuts[to] = mode
+	return nil
+}
+
+// heal is HealPeer of both docker backends: it removes (apply "-D") the rules of the cut of the
+// path to t, if any.
+func (p *dockerPeer) heal(op *sync.Mutex, from, to string, t dockerPeer, apply func(op string, rules [][]string) error) error {
+	op.Lock()
+	defer op.Unlock()
+	mode, ok := p.cuts[to]
 	if !ok {
 		return nil
 	}
-	if err := b.nsIptables(ctx, f.name, "-D", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
-		return err
+	if err := apply("-D", peerRules(mode, t.ip, t.port)); err != nil {
+		return fmt.Errorf("heal %s->%s: %w", from, to, err)
 	}
-	delete(f.peer.cuts, to)
+	delete(p.cuts, to)
 	return nil
 }
 

@@ -3,7 +3,6 @@ package systems
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -68,53 +67,33 @@ func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode str
 
 // CutPeer implements PeerCutter: the rules of the local Engine (peerRules), in the caller's holder.
 func (b *dockerRemote) CutPeer(ctx context.Context, from, to, mode string) error {
-	if !slices.Contains(peerModes, mode) {
-		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
-	}
-	f, err := b.node(from)
+	f, t, err := b.nodePair(from, to)
 	if err != nil {
 		return err
 	}
-	t, err := b.node(to)
-	if err != nil {
-		return err
-	}
-	if t.peer.port == 0 {
-		return fmt.Errorf("cut %s->%s: %s is called by no other server", from, to, to)
-	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	if _, ok := f.peer.cuts[to]; ok {
-		return nil // in effect already
-	}
-	if err := b.holderIptables(ctx, f, "-A", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
-		return fmt.Errorf("cut %s->%s: %w", from, to, err)
-	}
-	f.peer.cuts[to] = mode
-	return nil
+	return f.peer.cut(&f.op, from, to, mode, t.peer, func(op string, rules [][]string) error {
+		return b.holderIptables(ctx, f, op, rules)
+	})
 }
 
 // HealPeer implements PeerCutter.
 func (b *dockerRemote) HealPeer(ctx context.Context, from, to string) error {
+	f, t, err := b.nodePair(from, to)
+	if err != nil {
+		return err
+	}
+	return f.peer.heal(&f.op, from, to, t.peer, func(op string, rules [][]string) error {
+		return b.holderIptables(ctx, f, op, rules)
+	})
+}
+
+func (b *dockerRemote) nodePair(from, to string) (*remoteNode, *remoteNode, error) {
 	f, err := b.node(from)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	t, err := b.node(to)
-	if err != nil {
-		return err
-	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	mode, ok := f.peer.cuts[to]
-	if !ok {
-		return nil
-	}
-	if err := b.holderIptables(ctx, f, "-D", peerRules(mode, t.peer.ip, t.peer.port)); err != nil {
-		return fmt.Errorf("heal %s->%s: %w", from, to, err)
-	}
-	delete(f.peer.cuts, to)
-	return nil
+	return f, t, err
 }
 
 // holderIptables adds (-A) or deletes (-D) rules in one script of the shell kept in n's holder.
