@@ -45,12 +45,21 @@ type Restart struct {
 	// Wipe starts the nodes without their data (Backend.StartEmpty), whatever they persist: on etcd,
 	// whose members always keep their data, a member replaced after a lost disk.
 	Wipe bool
+	// AtGrant times each drawn fault at a grant: its first kill waits up to GrantWait for a process
+	// granted the lock after the planned time (the run's own history says so, so it needs no lease
+	// probe: client programs have none), and kills its drawn nodes then. A restart is over at once,
+	// so it breaks a lock only while its holder still works; one that lands in the last moments of a
+	// hold, or between holds, tests nothing.
+	AtGrant   bool
+	GrantWait time.Duration
 
 	env      Env // the lease probe, keys and log for the lock-aware targets
 	rng      *rand.Rand
 	killedAt map[string]time.Time
 	// lastKill are the nodes of the last kill, which a lock-aware start brings back.
 	lastKill []string
+	// faultStarts are the planned times of each drawn fault's first kill, which AtGrant times.
+	faultStarts map[time.Duration]bool
 }
 
 // Name implements Nemesis.
@@ -73,6 +82,7 @@ func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 		share = 0.5
 	}
 	var plan []Op
+	r.faultStarts = map[time.Duration]bool{}
 	t := jitter(rng, r.Interval)
 	for {
 		targets := []string{r.Nodes[rng.IntN(len(r.Nodes))]}
@@ -106,6 +116,7 @@ func (r *Restart) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 			break
 		}
 		plan = append(plan, ops...)
+		r.faultStarts[t] = true
 		t = max(t+jitter(rng, r.Interval), back+100*time.Millisecond)
 	}
 	sort.SliceStable(plan, func(i, j int) bool { return plan[i].At < plan[j].At })
@@ -133,6 +144,9 @@ func (r *Restart) planLockAware(rng *rand.Rand, timeLimit time.Duration) []Op {
 // its start brings back the nodes that kill took down. Operations with nodes are returned as planned.
 func (r *Restart) Resolve(ctx context.Context, op Op) (Op, error) {
 	if len(op.Nodes) > 0 {
+		if r.AtGrant && op.F == "kill" && r.faultStarts[op.At] {
+			r.waitForGrant(ctx)
+		}
 		return op, nil
 	}
 	if op.F == "start" {
@@ -189,6 +203,19 @@ func (r *Restart) freshLeaseNodes(ctx context.Context) ([]string, error) {
 			return nil, ctx.Err()
 		case <-time.After(poll):
 		}
+	}
+}
+
+// waitForGrant waits up to GrantWait for a grant the history records from now on; with none in
+// time the fault goes ahead as planned (it is logged, not skipped: the plan's nodes still go down).
+func (r *Restart) waitForGrant(ctx context.Context) {
+	if r.env.Holders == nil {
+		return
+	}
+	began := time.Now()
+	h, found, err := waitForHolder(ctx, r.env.Holders, r.GrantWait, 2*time.Millisecond)
+	if err == nil && (!found || h.Since.Before(began)) && r.env.Log != nil {
+		r.env.Log.Info("restart: no grant in time, fault goes ahead as planned", "wait", r.GrantWait)
 	}
 }
 

@@ -263,3 +263,53 @@ func TestRestartHolderMajorityHitsTheLeaseNodes(t *testing.T) {
 		t.Fatalf("start after a skipped kill resolved to %v, want nothing", start.Nodes)
 	}
 }
+
+// at=grant holds a drawn fault's first kill until a grant recorded after its planned time, and only
+// its first: the rest of a majority follow at once, and a fault with no grant in time goes ahead
+// as planned after the wait. Drawn nodes are kept; lock-aware targets refuse it.
+func TestRestartAtGrantTimesTheFirstKill(t *testing.T) {
+	view := &fakeHolders{}
+	env := Env{Nodes: fiveNodes, TTL: 2 * time.Second, Interval: time.Second, Holders: view}
+	s, _ := ParseSpec("restart:target=majority:at=grant")
+	n, err := Build(s, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := n.(*Restart)
+	if !r.AtGrant || r.GrantWait != 500*time.Millisecond {
+		t.Fatalf("at=grant: AtGrant %v, GrantWait %v; want true, 500ms (min(interval, TTL)/2)", r.AtGrant, r.GrantWait)
+	}
+	plan := r.Plan(Seed(1, r.Name()), 10*time.Second)
+	first, second := plan[0], plan[1]
+	if first.F != "kill" || second.F != "kill" || len(first.Nodes) != 1 {
+		t.Fatalf("plan starts %v, %v; want two kills of a majority", first, second)
+	}
+	ctx := context.Background()
+
+	view.set(Holder{Process: 1, Since: time.Now().Add(-time.Second)}) // an old hold does not count
+	view.grantLater(150*time.Millisecond, Holder{Process: 2})
+	began := time.Now()
+	got, err := r.Resolve(ctx, first)
+	if took := time.Since(began); err != nil || took < 150*time.Millisecond || took > 400*time.Millisecond {
+		t.Fatalf("first kill resolved after %v (err %v); want it held until the grant at 150ms", took, err)
+	}
+	if !reflect.DeepEqual(got.Nodes, first.Nodes) {
+		t.Fatalf("first kill resolved to %v; want its drawn nodes %v", got.Nodes, first.Nodes)
+	}
+	began = time.Now()
+	if _, err := r.Resolve(ctx, second); err != nil || time.Since(began) > 50*time.Millisecond {
+		t.Fatalf("second kill of the fault waited %v (err %v); want at once", time.Since(began), err)
+	}
+
+	view.set()
+	began = time.Now()
+	got, err = r.Resolve(ctx, first)
+	if took := time.Since(began); err != nil || took < 500*time.Millisecond || len(got.Nodes) == 0 {
+		t.Fatalf("no grant: resolved to %v after %v (err %v); want the planned nodes after the 500ms wait", got.Nodes, took, err)
+	}
+
+	s, _ = ParseSpec("restart:target=holder-majority:at=grant")
+	if _, err := Build(s, env); err == nil || !strings.Contains(err.Error(), "drop at=grant") {
+		t.Fatalf("at=grant with a lock-aware target: err %v, want a refusal", err)
+	}
+}

@@ -391,6 +391,11 @@ func buildRestart(delayed bool) builder {
 			r.Target = target
 		}
 		r.Wipe = p.Choice("wipe", "false", "true", "false") == "true"
+		r.AtGrant = p.Choice("at", "plan", "plan", "grant") == "grant"
+		if r.AtGrant && r.Target != "" {
+			p.fail("at=grant times the drawn targets (mixed, one, majority); target=%s chooses its nodes when its fault starts: drop at=grant", r.Target)
+		}
+		r.GrantWait = min(r.Interval, env.TTL) / 2
 		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
 		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
 			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
