@@ -20,13 +20,16 @@ type client struct {
 	clients int
 	ttl     time.Duration
 	opCtx   context.Context
+	// runDone closes when the run's work ends: work under a lease stops there (it is released at
+	// once) rather than keeping the whole run waiting for the longest hold.
+	runDone <-chan struct{}
 	pid     int
 	slot    int
 	locker  locks.Locker
 }
 
 func newClient(ctx context.Context, env Env, slot, clients int, ttl time.Duration) (*client, error) {
-	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), pid: slot, slot: slot}
+	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), runDone: ctx.Done(), pid: slot, slot: slot}
 	return c, c.open(ctx)
 }
 
@@ -224,7 +227,7 @@ func (c *client) work(lease *locks.Lease, d time.Duration) {
 	if c.env.Faults != nil {
 		pauses = c.env.Faults.Pauses
 	}
-	pauses.sleepHolding(c.pid, c.locker, d)
+	pauses.sleepHolding(c.pid, c.locker, d, c.runDone)
 	c.rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
 }
 

@@ -180,13 +180,19 @@ func (p *Pauses) pickHolder(pick func(n int) int) (chan pauseReq, bool) {
 }
 
 // sleepHolding is d of work by process pid under a lease, during which a pause may stop it (and
-// its lock's background renewals) wherever it is; paused time does not count as work done.
-func (p *Pauses) sleepHolding(pid int, lock locks.Locker, d time.Duration) {
+// its lock's background renewals) wherever it is; paused time does not count as work done. It ends
+// early when done closes (the run's work is over).
+func (p *Pauses) sleepHolding(pid int, lock locks.Locker, d time.Duration, done <-chan struct{}) {
 	if d < minPause {
 		return
 	}
 	if p == nil {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+		}
 		return
 	}
 	ch := make(chan pauseReq)
@@ -207,6 +213,9 @@ func (p *Pauses) sleepHolding(pid int, lock locks.Locker, d time.Duration) {
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
+			return
+		case <-done:
+			t.Stop()
 			return
 		case r := <-ch:
 			t.Stop()

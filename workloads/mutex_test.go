@@ -163,7 +163,7 @@ func TestPausesCatchThePickedHolder(t *testing.T) {
 	done := map[int]chan time.Time{2: make(chan time.Time, 1), 5: make(chan time.Time, 1)}
 	start := time.Now()
 	for pid, ch := range done {
-		go func() { p.sleepHolding(pid, nil, 200*time.Millisecond); ch <- time.Now() }()
+		go func() { p.sleepHolding(pid, nil, 200*time.Millisecond, nil); ch <- time.Now() }()
 	}
 	time.Sleep(50 * time.Millisecond)
 	pid, resume, err := p.Catch(context.Background(), func(n int) int { return n - 1 })
@@ -177,5 +177,19 @@ func TestPausesCatchThePickedHolder(t *testing.T) {
 	}
 	if d := (<-done[5]).Sub(start); d < 480*time.Millisecond {
 		t.Errorf("p5 finished %v after it began: its 300ms pause must not count as work", d)
+	}
+}
+
+// Work under a lease ends when the run's work does, with or without a pause nemesis, so a run does
+// not wait on its longest hold after its time is up.
+func TestWorkEndsWithTheRun(t *testing.T) {
+	for _, p := range []*Pauses{nil, NewPauses()} {
+		done := make(chan struct{})
+		time.AfterFunc(50*time.Millisecond, func() { close(done) })
+		start := time.Now()
+		p.sleepHolding(1, nil, 5*time.Second, done)
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("pauses %v: work of 5s went on %v after the run ended at 50ms", p != nil, d)
+		}
 	}
 }
