@@ -316,7 +316,7 @@ func waitReady(ctx context.Context, n *Node, exited <-chan struct{}, marks []log
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("node %s (port %d) exited during start-up: %s", n.Name, n.Port, startOutput(marks))
+			return StartFailure(fmt.Sprintf("%s (port %d)", n.Name, n.Port), startOutput(marks))
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: %w", n.Name, ctx.Err())
 		case <-time.After(2 * time.Millisecond):

@@ -72,3 +72,17 @@ func ephemeralLow() (int, error) {
 	}
 	return strconv.Atoi(f[0])
 }
+
+// ErrPortTaken marks a node that could not bind the port chosen for it: another program (another
+// run of this process, or any other) took it between its reservation and the node's bind. Nothing
+// of the system under test was exercised, so the caller may start again on fresh ports.
+var ErrPortTaken = errors.New("its port was taken before it could bind it")
+
+// StartFailure is the error of a node that exited during start-up, with the end of its output;
+// it wraps ErrPortTaken when the output says its port was in use.
+func StartFailure(node, output string) error {
+	if strings.Contains(strings.ToLower(output), "address already in use") {
+		return fmt.Errorf("node %s exited during start-up (%w): %s", node, ErrPortTaken, output)
+	}
+	return fmt.Errorf("node %s exited during start-up: %s", node, output)
+}

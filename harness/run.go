@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -430,6 +431,30 @@ type system struct {
 	once    sync.Once
 }
 
+// portTries is how many times a system is started on fresh ports when a node found its port taken.
+const portTries = 3
+
+// onFreshPorts calls start again, up to portTries times in all, while it fails because a node's port
+// was taken between its reservation and its bind (by another run side by side, or any program):
+// nothing was exercised yet, and a start on other ports is the same run.
+// Before each new try, the nodes' directory of the failed one (dir, when given) is set aside as
+// dir.taken-N, so the new nodes start on empty directories and the failed start's logs are kept.
+func onFreshPorts(log *slog.Logger, what, dir string, start func() error) error {
+	var err error
+	for try := 1; try <= portTries; try++ {
+		if err = start(); !errors.Is(err, clusters.ErrPortTaken) || try == portTries {
+			return err
+		}
+		log.Warn("a node's port was taken during start-up; starting again on fresh ports", "system", what, "try", try, "err", err)
+		if dir != "" {
+			if rerr := os.Rename(dir, fmt.Sprintf("%s.taken-%d", dir, try)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return fmt.Errorf("%w (and setting its nodes aside failed: %v)", err, rerr)
+			}
+		}
+	}
+	return err
+}
+
 // startSystem starts the system the lock needs, the lock's probe over its nodes, and the counter's
 // resource. On error everything started is stopped again.
 func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *containers.Engine, log *slog.Logger) (_ *system, err error) {
@@ -446,7 +471,11 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
 	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
-	if sys.sut, err = systems.Start(ctx, cfg.System, scfg); err != nil {
+	err = onFreshPorts(log, cfg.System, nodesDir, func() (err error) {
+		sys.sut, err = systems.Start(ctx, cfg.System, scfg)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.System, err)
 	}
 	sys.closers = append(sys.closers, func() { sys.sut.Close() })
@@ -459,8 +488,12 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	}
 	// The counter workload's resource: a node of its own, outside the lock's system, its links and
 	// its faults; clients reach it directly.
-	res, err := clusters.StartLocal(ctx, clusters.Config{
-		Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+	var res *clusters.Local
+	err = onFreshPorts(log, "resource", "", func() (err error) {
+		res, err = clusters.StartLocal(ctx, clusters.Config{
+			Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start resource node: %w", err)

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
 )
@@ -147,5 +150,37 @@ func TestSingleClockJumpForwardIsInvalid(t *testing.T) {
 	}
 	if c := out.Result.Violations[0].Cause; !strings.Contains(c, "clock bump-forward n1 by +2s (measured +2") {
 		t.Fatalf("cause %q does not name the measured jump", c)
+	}
+}
+
+func TestOnFreshPortsRetriesOnlyATakenPort(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	dir := filepath.Join(t.TempDir(), "nodes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err := onFreshPorts(log, "redis-masters", dir, func() error {
+		calls++
+		if calls < 2 {
+			return clusters.StartFailure("n1", "bind: Address already in use")
+		}
+		return nil
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("a taken port then a start: err %v after %d calls, want nil after 2", err, calls)
+	}
+	if _, err := os.Stat(dir + ".taken-1"); err != nil {
+		t.Fatalf("the failed start's nodes were not set aside: %v", err)
+	}
+	calls = 0
+	err = onFreshPorts(log, "redis-masters", "", func() error { calls++; return clusters.StartFailure("n1", "bind: Address already in use") })
+	if !errors.Is(err, clusters.ErrPortTaken) || calls != portTries {
+		t.Fatalf("always taken: err %v after %d calls, want ErrPortTaken after %d", err, calls, portTries)
+	}
+	calls = 0
+	boom := errors.New("boom")
+	if err = onFreshPorts(log, "redis-masters", "", func() error { calls++; return boom }); err != boom || calls != 1 {
+		t.Fatalf("another error is not retried: err %v after %d calls", err, calls)
 	}
 }

@@ -211,7 +211,7 @@ func TestFailoverRestartComesBackEmptyAndTrusted(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // beyond down-after: the sentinels would have acted by now
+	time.Sleep(3 * time.Second) // beyond down-after: the sentinels would have acted by now
 	if p := systems.WithRole(sys.Roles(), systems.RolePrimary); !slices.Equal(p, []string{"n1"}) {
 		t.Fatalf("the sentinels failed over (primary %v): the restart was not quick enough to go unnoticed", p)
 	}

@@ -173,7 +173,7 @@ func (b *local) waitReady(ctx context.Context, p *process, exited <-chan struct{
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("node %s exited during start-up: %s (see %s)", p.name, lastLines(p.dir), filepath.Join(p.dir, "stdout.log"))
+			return clusters.StartFailure(p.name, fmt.Sprintf("%s (see %s)", lastLines(p.dir), filepath.Join(p.dir, "stdout.log")))
 		case <-ctx.Done():
 			return fmt.Errorf("node %s: %w", p.name, ctx.Err())
 		case <-time.After(2 * time.Millisecond):

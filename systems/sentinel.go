@@ -25,7 +25,11 @@ type SentinelConfig struct {
 	Sentinels int `json:"sentinels,omitempty"`
 	// Quorum is how many sentinels must agree the primary is down; default a majority of them.
 	Quorum int `json:"quorum,omitempty"`
-	// DownAfter is how long the primary must not answer before a sentinel thinks it down; default 1s.
+	// DownAfter is how long the primary must not answer before a sentinel thinks it down; default 2s.
+	// Not less: a sentinel connects to a newly promoted primary on its reconnect tick, once a second
+	// (Sentinel's ping period), and counts the wait against down-after; at 1s a sentinel that came
+	// to the new primary late marked it down, its peers' votes about the old primary (kept 5s) made
+	// that objective at once, and a healthy primary was failed over a second after its promotion.
 	DownAfter time.Duration `json:"down_after,omitempty"`
 	// FailoverTimeout bounds a failover and spaces retries of one; default 3s.
 	FailoverTimeout time.Duration `json:"failover_timeout,omitempty"`
@@ -47,7 +51,7 @@ func (c SentinelConfig) resolve() (SentinelConfig, error) {
 		c.Quorum = c.Sentinels/2 + 1
 	}
 	if c.DownAfter == 0 {
-		c.DownAfter = time.Second
+		c.DownAfter = 2 * time.Second
 	}
 	if c.FailoverTimeout == 0 {
 		c.FailoverTimeout = 3 * time.Second

@@ -240,8 +240,7 @@ func (m *matrixRun) runAll(cells []*results.Cell, firstSeed uint64, seeds int) e
 			jobs = append(jobs, matrixJob{c, firstSeed + uint64(s)})
 		}
 	}
-	weight := func(i int) int { return runWeight(jobs[i].cell.Lock, "") }
-	return eachWeighted(len(jobs), m.parallel, weight, func(i int) error { return m.run(jobs[i], cells) })
+	return eachAtOnce(len(jobs), m.parallel, func(i int) error { return m.run(jobs[i], cells) })
 }
 
 // run runs one cell at one seed and records it on the card.

@@ -5,8 +5,6 @@ import (
 	"sync"
 
 	"golang.org/x/sync/semaphore"
-
-	"github.com/lockpick-dev/lockpick/locks"
 )
 
 // eachAtOnce calls fn(0) to fn(n-1), at most parallel calls at a time, in order of i, and returns the
@@ -17,7 +15,8 @@ func eachAtOnce(n, parallel int, fn func(i int) error) error {
 }
 
 // eachWeighted is eachAtOnce where call i takes weight(i) of the parallel slots (at most all of
-// them): a run whose system cannot bear a starved CPU is given the room of two. Calls start in order
+// them). Every run takes one slot today: Sentinel runs took two while a down-after of 1 s made a
+// starved CPU look like a dead primary; down-after is 2 s since (systems.SentinelConfig). Calls start in order
 // of i; a heavy one waits for its slots and the lighter ones behind it wait with it, so the order
 // (longest first) holds.
 func eachWeighted(n, parallel int, weight func(i int) int, fn func(i int) error) error {
@@ -43,21 +42,4 @@ func eachWeighted(n, parallel int, weight func(i int) int, fn func(i int) error)
 	}
 	wg.Wait()
 	return first
-}
-
-// runWeight is how many parallel slots a run of lock on system (empty: the one the lock needs)
-// takes. Sentinel's failure detector (down-after 1 s) reads a starved CPU as a dead primary and
-// fails over by itself: at 12 runs at once on 2 cores, sentinel-kill-no-stall saw a second
-// failover 1 s after the planned one, with no fault, and two primaries granted the lock at once. A
-// real finding about Sentinel, but not the one the scenario asks about, so its runs get more room.
-func runWeight(lock, system string) int {
-	if system == "" {
-		if needs, err := locks.NeedsOf(lock); err == nil {
-			system = needs.System
-		}
-	}
-	if system == "redis-sentinel" {
-		return 2
-	}
-	return 1
 }

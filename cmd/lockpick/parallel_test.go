@@ -98,7 +98,4 @@ func TestEachWeighted(t *testing.T) {
 	if err != nil || next != len(weights) || most > 3 || most < 3 {
 		t.Fatalf("err %v, %d calls, at most %d slots busy at once (want 3)", err, next, most)
 	}
-	if runWeight("sentinel", "") != 2 || runWeight("redlock", "") != 1 || runWeight("client", "redis-sentinel") != 2 {
-		t.Error("sentinel runs take two slots, others one")
-	}
 }

@@ -244,8 +244,7 @@ func runScenarios(cmd *cobra.Command, chosen []scenarios.Scenario, o scenarioOve
 			return cmp.Compare(o.expectedLength(chosen[b]), o.expectedLength(chosen[a]))
 		})
 	}
-	weight := func(k int) int { return runWeight(chosen[order[k]].Config.Lock, chosen[order[k]].Config.System) }
-	err = eachWeighted(len(chosen), parallel, weight, func(k int) error {
+	err = eachAtOnce(len(chosen), parallel, func(k int) error {
 		i := order[k]
 		if cmd.Context().Err() != nil {
 			return nil
