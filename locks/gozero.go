@@ -31,11 +31,16 @@ type goZero struct {
 	locks    map[string]*zredis.RedisLock // lease value -> the library's lock
 }
 
-func newGoZero(node Endpoint, o Options, noTTL bool) (Locker, error) {
-	// go-zero logs every failed acquire and slow call to stdout through a process-wide logger;
-	// the harness's own output must stay readable.
+// QuietLibraries silences go-zero's process-wide logger: it logs every failed acquire and slow call
+// to stdout, and, linked in at all, prints the process's CPU use every minute from a goroutine its
+// package starts, whatever lock runs. The harness's own output must stay readable; main calls this.
+func QuietLibraries() {
 	logx.Disable()
 	logx.DisableStat()
+}
+
+func newGoZero(node Endpoint, o Options, noTTL bool) (Locker, error) {
+	QuietLibraries()
 	store, err := zredis.NewRedis(zredis.RedisConf{Host: node.Addr, Type: zredis.NodeType, NonBlock: true})
 	if err != nil {
 		return nil, fmt.Errorf("go-zero redis for %s: %w", node.Node, err)

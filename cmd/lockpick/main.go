@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	"github.com/lockpick-dev/lockpick/locks"
 )
 
 // revision is the git revision, set by the Makefile with -ldflags.
@@ -35,6 +37,7 @@ func run(args []string) int {
 	// go-redis logs refused dials to stderr; a restarted node refuses them by design, and the
 	// history already records every failure that matters.
 	redis.SetLogger(quietLogger{})
+	locks.QuietLibraries()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
