@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockpick-dev/lockpick/checker"
 )
 
 // A client program that breaks the protocol stops the run with one line that names it, and none of
@@ -43,4 +45,24 @@ func running(mark string) []string {
 		}
 	}
 	return out
+}
+
+// A client program slow to start (an interpreter loading its library on a loaded machine) does not
+// eat the planned time: the run's clock starts once every client is open, so a run that would
+// otherwise have ended before its first acquire works its whole time and is judged on it.
+func TestSlowClientStartDoesNotEatThePlannedTime(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Lock, cfg.TimeLimit, cfg.Recovery = "client", Duration(2*time.Second), Duration(time.Second)
+	cfg.ClientCmd = []string{"/bin/sh", "-c", "sleep 4; exec /usr/bin/python3 ../clients/python/redis_lock.py"}
+	began := time.Now()
+	out, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < 7*time.Second {
+		t.Errorf("the run took %v: its planned 3s should have begun after the clients' 4s start", took)
+	}
+	if out.Result.Valid != checker.Valid || out.Result.Stats.Acquires.OK == 0 {
+		t.Fatalf("verdict %v with %d ok acquires (%s); want valid with grants", out.Result.Valid, out.Result.Stats.Acquires.OK, out.Result.UnknownReason)
+	}
 }

@@ -204,16 +204,48 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	return nems, schedule, nil
 }
 
+// warm is a workload started but held at its gate: its clients are open (or it has already ended,
+// failed) and none has begun to work.
+type warm struct {
+	since  time.Time
+	failed bool
+	gate   chan struct{}
+	once   sync.Once
+}
+
+// begin opens the gate: the workload's processes start their work.
+func (w *warm) begin() { w.once.Do(func() { close(w.gate) }) }
+
+// warmUp starts run (the workload) on wg and returns once its clients are all open, it has ended,
+// or ctx is done. The workload waits at the gate (env.Ready) until begin.
+func warmUp(wg *sync.WaitGroup, ctx context.Context, run func(workloads.Env) error, env workloads.Env) *warm {
+	w := &warm{since: time.Now(), gate: make(chan struct{})}
+	ready, ended := make(chan struct{}), make(chan struct{})
+	env.Ready = func() {
+		close(ready)
+		<-w.gate
+	}
+	wg.Go(func() {
+		defer close(ended)
+		run(env)
+	})
+	select {
+	case <-ready:
+	case <-ended:
+		w.failed = true
+	case <-ctx.Done():
+	}
+	return w
+}
+
 // drive records the run: the run's invoke with its plan, the processes and nemeses through their
 // phases, and the run's completion. Phases: faults until the time limit, then the nemeses heal,
 // then the processes go on without faults for the recovery phase. An interrupt or a failed history
 // write cuts every phase short but never skips the heal.
 func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, histPath string, progress io.Writer, log *slog.Logger) (*Outcome, error) {
 	st := newStatus()
-	start := time.Now()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
-	sys.holders.begin(start)
-	rec, err := history.Create(histPath, start, func(e history.Event) {
+	rec, err := history.Create(histPath, time.Now(), func(e history.Event) {
 		st.observe(e)
 		sys.holders.observe(e)
 	})
@@ -221,8 +253,6 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		return nil, err
 	}
 	defer rec.Close()
-	rec.Record(history.Event{Type: history.Invoke, Process: history.HarnessProcess, F: history.FRun, Plan: cfg.plan()})
-	stopRoles := sys.recordRoles(rec, log)
 
 	// The run's own context ends at an interrupt or at the first failed history write; cutAt is when.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
@@ -234,22 +264,48 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		case <-runCtx.Done():
 		}
 	}()
+	workCtx, cancelWork := context.WithCancel(runCtx)
+	defer cancelWork()
+	var wg sync.WaitGroup
+	var workErr error
+	warm := warmUp(&wg, runCtx, func(env workloads.Env) error {
+		workErr = cfg.workload(sys).Run(workCtx, env)
+		return workErr
+	}, sys.workloadEnv(cfg, rec))
+	// The run's clock starts once every client is open: a client program that takes its time to
+	// start (an interpreter loading its library on a loaded machine) must not eat the planned time,
+	// or a run that worked for a fraction of it could still be called valid.
+	start := time.Now()
+	if err := rec.Restart(start); err != nil {
+		cancelWork()
+		warm.begin()
+		wg.Wait()
+		return nil, err
+	}
+	warmed := start.Sub(warm.since)
+	if warmed > time.Second {
+		log.Info("clients ready; the run's clock starts now", "after", warmed.Round(time.Millisecond))
+	}
+	sys.holders.begin(start)
+	rec.Record(history.Event{Type: history.Invoke, Process: history.HarnessProcess, F: history.FRun, Plan: cfg.plan()})
+	stopRoles := sys.recordRoles(rec, log)
 	var cutAt atomic.Int64
 	cutAt.Store(-1)
 	unwatch := context.AfterFunc(runCtx, func() { cutAt.Store(int64(time.Since(start))) })
 
 	faultCtx, cancelFaults := context.WithDeadline(runCtx, start.Add(time.Duration(cfg.TimeLimit)))
 	defer cancelFaults()
-	workCtx, cancelWork := context.WithDeadline(runCtx, start.Add(total))
-	defer cancelWork()
-	var wg sync.WaitGroup
-	var workErr error
+	if warm.failed {
+		cancelFaults() // the workload ended before it began: no fault has anything to hit
+	}
+	endWork := time.AfterFunc(time.Until(start.Add(total)), cancelWork)
+	defer endWork.Stop()
 	nemErrs := make([]error, len(nems))
 	for i, n := range nems {
 		// Each nemesis follows its own schedule; all of them heal before the recovery phase.
 		wg.Go(func() { nemErrs[i] = nemesis.Run(faultCtx, n, schedule[i].Ops, nemesis.WithRoles(rec, sys.sut)) })
 	}
-	wg.Go(func() { workErr = cfg.workload(sys).Run(workCtx, sys.workloadEnv(cfg, rec)) })
+	warm.begin()
 	var earlyAt atomic.Int64
 	earlyAt.Store(-1)
 	if cfg.StopAtFirst {
@@ -267,6 +323,9 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	}
 
 	out := &Outcome{Interrupted: ctx.Err() != nil}
+	if warmed > 5*time.Second {
+		out.Notes = append(out.Notes, fmt.Sprintf("the clients took %v to start; the planned time counted from then", warmed.Round(100*time.Millisecond)))
+	}
 	if cut := time.Duration(cutAt.Load()); cut >= 0 && cut < total {
 		out.Stopped = fmt.Sprintf("interrupted at %v of %v", cut.Round(100*time.Millisecond), total)
 	}

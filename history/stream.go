@@ -51,6 +51,18 @@ func Create(path string, start time.Time, observer func(Event)) (*Recorder, erro
 	return r, nil
 }
 
+// Restart moves the run clock's origin to start. Only a recorder that has recorded nothing may be
+// restarted: every event of a history counts from one origin.
+func (r *Recorder) Restart(start time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next != 0 {
+		return fmt.Errorf("restart the run clock: %d events were already recorded", r.next)
+	}
+	r.start = start
+	return nil
+}
+
 // Now is the run clock: nanoseconds since the run started.
 func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
 

@@ -231,6 +231,10 @@ func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 		p.Add(l)
 		p.Legend.Add(q.name, l)
 	}
+	if p.Y.Max <= p.Y.Min {
+		// No acquire completed: an empty log axis still needs a positive range to draw.
+		p.Y.Max = p.Y.Min * 100
+	}
 	b, err := renderPNG(p)
 	return b, caption, err
 }

@@ -184,6 +184,9 @@ func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(
 	if err := firstError(errs); err != nil {
 		return err
 	}
+	if env.Ready != nil {
+		env.Ready()
+	}
 	// A slot that fails (a broken client program) ends every slot's work: the run cannot go on.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -61,6 +61,9 @@ type Env struct {
 	NewLocker func(process int) (locks.Locker, error)
 	// Faults lets client-side nemeses crash processes and move their clocks; nil when none may.
 	Faults *ClientFaults
+	// Ready, when set, is called once every process's client is open, before any works; the work
+	// begins when it returns (the harness starts the run's clock there).
+	Ready func()
 }
 
 // KeyPrefix starts every lock key.
