@@ -449,10 +449,15 @@ func (c *Config) resolveHold() error {
 }
 
 // Expiry is the longest a lease outlives a holder that died: the watchdog timeout for watchdog
-// locks, else the TTL.
+// locks; on etcd the session's TTL (whole seconds) plus the election timeout, since a new leader
+// starts every lease afresh with that much added; else the TTL.
 func (c *Config) Expiry() time.Duration {
-	if k, err := c.kind(); err == nil && k.Open && c.WatchdogTimeout > 0 {
+	k, err := c.kind()
+	switch {
+	case err == nil && k.Open && c.WatchdogTimeout > 0:
 		return time.Duration(c.WatchdogTimeout)
+	case err == nil && k.System == "etcd":
+		return (time.Duration(c.TTL) + time.Second - 1).Truncate(time.Second) + systems.EtcdElectionTimeout
 	}
 	return time.Duration(c.TTL)
 }

@@ -173,3 +173,17 @@ func TestDefaultThinkMax(t *testing.T) {
 		}
 	}
 }
+
+// The liveness window of an etcd run counts what etcd lets a dead client's lease live: the session's
+// TTL in whole seconds and the election timeout a new leader adds to every lease.
+func TestExpiryOfAnEtcdLease(t *testing.T) {
+	cfg := baseConfig(t)
+	cfg.Lock, cfg.TTL = "etcd", Duration(1500*time.Millisecond)
+	if got := cfg.Expiry(); got != 3*time.Second {
+		t.Fatalf("etcd expiry with a 1.5s TTL: %v, want 2s (whole seconds) + 1s (election timeout)", got)
+	}
+	cfg.Lock = "single"
+	if got := cfg.Expiry(); got != 1500*time.Millisecond {
+		t.Fatalf("single's expiry: %v, want its TTL", got)
+	}
+}

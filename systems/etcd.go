@@ -27,6 +27,11 @@ const (
 	RoleFollower Role = "follower"
 )
 
+// EtcdElectionTimeout is the members' election timeout (etcd's default, which lockpick keeps). A
+// member that becomes leader gives every lease its TTL again plus this much (the lessor's Promote),
+// so a lease can outlive its last keepalive by the TTL and the election timeout.
+const EtcdElectionTimeout = time.Second
+
 // EtcdConfig is the size and the server program of the etcd system.
 type EtcdConfig struct {
 	// Members is the number of members; zero means 3.
