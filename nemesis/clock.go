@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/links"
 )
 
 // Clock operation names.
@@ -112,7 +113,7 @@ func (c *Clock) healTime(jump string) time.Duration {
 		return time.Duration(float64(c.Offset)/c.SlewRate) + 10*time.Millisecond
 	}
 	if jump == JumpBack && c.Reset == ResetQuiet {
-		return quietWait + 10*time.Millisecond
+		return quietLook + 2*c.Env.TTL + time.Second + 10*time.Millisecond
 	}
 	return 10 * time.Millisecond
 }
@@ -358,26 +359,84 @@ func (c *Clock) reset(ctx context.Context, nodes []string) error {
 	}
 }
 
-// quietWait bounds how long a quiet reset looks for a moment without a lock key.
-const quietWait = 5 * time.Second
+// quietLook bounds how long a quiet reset looks for a moment without a lock key as it comes, before
+// it drains the node to make one.
+const quietLook = time.Second
 
 // quietReset steps node back to the real time at a moment it holds none of the workload's keys.
 // Writes are paused while it looks, so no key can appear between the look and the step; paused
-// writes run after the step, on the right clock. If no such moment comes within quietWait it steps
-// anyway and says so: that step is a jump forward and the error puts it in the history.
+// writes run after the step, on the right clock. On a hot key such a moment lasts a millisecond or
+// two (a release, then the next client's SET), which a loaded machine misses: after quietLook the
+// reset drains the node, cutting the clients' links to it as an operator takes a node out of
+// rotation before stepping its clock, until its keys are gone (the holder's release cannot reach it
+// either, so at most until they expire), steps, and lets the clients back. Only if even that finds no
+// moment does it step anyway, and say so: that step is a jump forward and the error puts it in the
+// history.
 func (c *Clock) quietReset(ctx context.Context, node string) error {
 	if c.Env.Writes == nil || c.Env.Probe == nil || len(c.Env.Keys) == 0 {
 		return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: no way to hold writes, no lease probe or no keys to look at; stepped", node))
 	}
-	deadline := time.Now().Add(quietWait)
+	if c.quietStep(ctx, node, quietLook) {
+		return nil
+	}
+	heal, err := c.drain(node)
+	if err != nil {
+		return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: a lock key was present for %v and the node could not be drained (%w); stepped anyway, which is a jump forward", node, quietLook, err))
+	}
+	defer heal()
+	wait := 2*c.Env.TTL + time.Second
+	c.Env.Log.Info("quiet reset: clients cut from the node until it holds no lock key", "node", node, "at most", wait)
+	if c.quietStep(ctx, node, wait) {
+		return nil
+	}
+	return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: a lock key was present for %v, drained as well; stepped anyway, which is a jump forward", node, quietLook+wait))
+}
+
+// quietStep steps node's clock at the first moment within d that it holds no lock key, and reports
+// whether it did.
+func (c *Clock) quietStep(ctx context.Context, node string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		held, err := c.heldWithWritesPaused(ctx, node)
 		if err == nil && !held {
-			return nil
+			return true
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return errors.Join(c.set([]string{node}, 0), fmt.Errorf("quiet reset of %s: a lock key was present for %v; stepped anyway, which is a jump forward", node, quietWait))
+	return false
+}
+
+// drainToxic is the name of the cut a quiet reset puts on the clients' links to a node.
+const drainToxic = "quiet-reset-drain"
+
+// drain cuts every client group's link to node (requests are held back, as a partition's drop
+// does, and delivered once healed) and returns the heal.
+func (c *Clock) drain(node string) (heal func(), err error) {
+	if c.Env.Links == nil {
+		return nil, errors.New("its clients reach it without links")
+	}
+	var cut []*links.Link
+	heal = func() {
+		for _, l := range cut {
+			if err := l.RemoveToxic(context.Background(), drainToxic); err != nil {
+				c.Env.Log.Warn("quiet reset: heal the drain", "link", l.Name(), "err", err)
+			}
+		}
+	}
+	for _, l := range c.Env.Links.All() {
+		if l.Node != node || !slices.Contains(c.Env.Groups, l.Group) {
+			continue
+		}
+		if err := l.AddToxic(links.Toxic{Name: drainToxic, Type: "timeout", Stream: "upstream", Attributes: map[string]any{"timeout": 0}}); err != nil {
+			heal()
+			return nil, fmt.Errorf("cut %s: %w", l.Name(), err)
+		}
+		cut = append(cut, l)
+	}
+	if len(cut) == 0 {
+		return nil, errors.New("no client link reaches it")
+	}
+	return heal, nil
 }
 
 // errHeld says the node held a lock key when the quiet reset looked.

@@ -232,3 +232,84 @@ func TestClockQuietResetWaitsForNoLease(t *testing.T) {
 		t.Errorf("a key written after the reset lives %v of its 1s", ttl)
 	}
 }
+
+// On a key no client ever leaves free (a hot key on a loaded machine), a quiet reset drains the node:
+// it cuts the clients' links to it until the key is gone, steps, and lets the clients back, rather
+// than stepping under a live key, which is a jump forward.
+func TestClockQuietResetDrainsAHotKey(t *testing.T) {
+	ctx := context.Background()
+	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
+	if errors.Is(err, clusters.ErrNoCompiler) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim, Groups: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	cluster := sys.Backend()
+	node := sys.Nodes()[0]
+	probe, err := locks.NewProbe("single", sys.Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	eps, err := sys.Endpoints("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := workloads.KeyName(0)
+	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys, Links: sys.Links(),
+		Groups: []string{"c1"}, Keys: []string{key}, TTL: 500 * time.Millisecond, Interval: time.Second}
+	spec, _ := ParseSpec("clock:target=all:jump=back:reset=quiet:offset=5s")
+	nem, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nem.(*Clock)
+	if err := c.Apply(ctx, Op{F: FBumpBack, Nodes: []string{node.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	// A client through the group's link keeps the key taken without a gap.
+	hot := clusters.AdminClient(eps[0].Addr)
+	defer hot.Close()
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for hctx.Err() == nil {
+			qctx, cancel := context.WithTimeout(hctx, 50*time.Millisecond)
+			hot.Set(qctx, key, "hot", 500*time.Millisecond)
+			cancel()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := c.Apply(ctx, Op{F: FReset, Nodes: []string{node.Name}}); err != nil {
+		t.Fatalf("quiet reset of a hot key: %v", err)
+	}
+	if took := time.Since(start); took < quietLook {
+		t.Errorf("the reset found a quiet moment on a key never free (%v)", took)
+	}
+	if off, err := cluster.ClockOffset(node.Name); err != nil || off < -50*time.Millisecond || off > 50*time.Millisecond {
+		t.Fatalf("clock not set right: offset %v, %v", off, err)
+	}
+	// The clients are let back: the hot client's writes reach the node again.
+	admin := clusters.AdminClient(node.Addr)
+	defer admin.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for admin.Exists(ctx, key).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients were not let back after the reset")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, l := range sys.Links().All() {
+		if err := l.RemoveToxic(ctx, drainToxic); err == nil {
+			t.Fatalf("the drain was left on %s", l.Name())
+		}
+	}
+}

@@ -322,7 +322,14 @@ func NeedsClocks(spec Spec) bool { return spec.Name == "clock" }
 // paths), so that the clients must reach the nodes through links. The other nemeses act on processes
 // and clocks, and a run with only those can let its clients talk to the nodes directly.
 func TouchesLinks(spec Spec) bool {
-	return spec.Name == "partition" || spec.Name == "latency" || spec.Name == "failover"
+	switch spec.Name {
+	case "partition", "latency", "failover":
+		return true
+	case "clock":
+		// A quiet reset may drain a node by cutting its clients' links (Clock.quietReset).
+		return spec.Params["reset"] == ResetQuiet
+	}
+	return false
 }
 
 // Names lists the nemeses Build knows.
