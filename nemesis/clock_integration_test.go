@@ -163,7 +163,10 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 // A quiet reset steps a clock that is behind only when the node holds no lock key: while a key
 // written on the slow clock is there, the clock stays behind; once it is gone, the clock is set right
 // and a key written afterwards lives its full TTL.
-func TestClockQuietResetWaitsForNoLease(t *testing.T) {
+// shiftableNode starts one redis node with the clock shim, and its lease probe, for the quiet reset's
+// tests; groups, when given, reach it through links.
+func shiftableNode(t *testing.T, groups ...string) (systems.System, locks.ProbeCloser) {
+	t.Helper()
 	ctx := context.Background()
 	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
 	if errors.Is(err, clusters.ErrNoCompiler) {
@@ -172,32 +175,45 @@ func TestClockQuietResetWaitsForNoLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim})
+	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim, Groups: groups})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sys.Close()
-	cluster := sys.Backend()
-	node := sys.Nodes()[0]
-	admin := clusters.AdminClient(node.Addr)
-	defer admin.Close()
+	t.Cleanup(func() { sys.Close() })
 	probe, err := locks.NewProbe("single", sys.Nodes())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer probe.Close()
-	key := workloads.KeyName(0)
-	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys,
-		Keys: []string{key}, TTL: time.Second, Interval: time.Second}
+	t.Cleanup(func() { probe.Close() })
+	return sys, probe
+}
+
+// quietClockBehind builds a clock nemesis with quiet resets over env and puts node's clock 5 s back.
+func quietClockBehind(t *testing.T, env Env, node string) *Clock {
+	t.Helper()
 	spec, _ := ParseSpec("clock:target=all:jump=back:reset=quiet:offset=5s")
 	nem, err := Build(spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := nem.(*Clock)
-	if err := c.Apply(ctx, Op{F: FBumpBack, Nodes: []string{node.Name}}); err != nil {
+	if err := c.Apply(context.Background(), Op{F: FBumpBack, Nodes: []string{node}}); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestClockQuietResetWaitsForNoLease(t *testing.T) {
+	ctx := context.Background()
+	sys, probe := shiftableNode(t)
+	cluster := sys.Backend()
+	node := sys.Nodes()[0]
+	admin := clusters.AdminClient(node.Addr)
+	defer admin.Close()
+	key := workloads.KeyName(0)
+	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys,
+		Keys: []string{key}, TTL: time.Second, Interval: time.Second}
+	c := quietClockBehind(t, env, node.Name)
 	// A lease written on the slow clock: a step now would expire it at once.
 	if err := admin.Set(ctx, key, "holder", 600*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
@@ -238,25 +254,9 @@ func TestClockQuietResetWaitsForNoLease(t *testing.T) {
 // than stepping under a live key, which is a jump forward.
 func TestClockQuietResetDrainsAHotKey(t *testing.T) {
 	ctx := context.Background()
-	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
-	if errors.Is(err, clusters.ErrNoCompiler) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Nodes: 1, Dir: t.TempDir(), ClockShim: shim, Groups: []string{"c1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
+	sys, probe := shiftableNode(t, "c1")
 	cluster := sys.Backend()
 	node := sys.Nodes()[0]
-	probe, err := locks.NewProbe("single", sys.Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
 	eps, err := sys.Endpoints("c1")
 	if err != nil {
 		t.Fatal(err)
@@ -264,15 +264,7 @@ func TestClockQuietResetDrainsAHotKey(t *testing.T) {
 	key := workloads.KeyName(0)
 	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys, Links: sys.Links(),
 		Groups: []string{"c1"}, Keys: []string{key}, TTL: 500 * time.Millisecond, Interval: time.Second}
-	spec, _ := ParseSpec("clock:target=all:jump=back:reset=quiet:offset=5s")
-	nem, err := Build(spec, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := nem.(*Clock)
-	if err := c.Apply(ctx, Op{F: FBumpBack, Nodes: []string{node.Name}}); err != nil {
-		t.Fatal(err)
-	}
+	c := quietClockBehind(t, env, node.Name)
 	// A client through the group's link keeps the key taken without a gap.
 	hot := clusters.AdminClient(eps[0].Addr)
 	defer hot.Close()
