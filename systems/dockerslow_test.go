@@ -101,6 +101,68 @@ func TestDockerSlowPeer(t *testing.T) {
 	closed()
 }
 
+// The leader of an etcd cluster slowed on its peer paths both ways, as latency:paths=peers does:
+// a write, which commits once a follower has acked the leader's append (the append goes on the
+// follower's connection to the leader, the ack on the leader's to the follower: half a slowed
+// path's delay each), takes the delay more; healed, it does not.
+func TestDockerSlowPeerEtcd(t *testing.T) {
+	eng := dockerEngine(t)
+	srv, err := FindEtcd(context.Background(), EtcdSystem, nil)
+	if err != nil {
+		t.Skipf("etcd tests skipped: %v", err)
+	}
+	sys, closed := startDockerSystem(t, eng, "etcd", Config{Etcd: EtcdConfig{Server: srv.Path}})
+	s := sys.(*etcdSys)
+	ps := sys.Backend().(PeerSlower)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leader := leaderOf(t, s)
+	put := func() time.Duration {
+		var rs []time.Duration
+		for i := range 5 {
+			began := time.Now()
+			if _, err := s.admins[leader].Put(ctx, "k", strconv.Itoa(i)); err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, time.Since(began))
+		}
+		slices.Sort(rs)
+		return rs[len(rs)/2]
+	}
+	t.Logf("a write through the leader %s: %v", leader, put())
+	var paths [][2]string
+	for _, n := range s.nodes {
+		if n.Name != leader {
+			paths = append(paths, [2]string{leader, n.Name}, [2]string{n.Name, leader})
+		}
+	}
+	const delay = 300 * time.Millisecond
+	for _, p := range paths {
+		if err := ps.SlowPeer(ctx, p[0], p[1], delay, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slowed := put()
+	t.Logf("the leader's peer paths slowed by %v: a write takes %v", delay, slowed)
+	if slowed < delay-20*time.Millisecond || slowed > 3*delay {
+		t.Fatalf("the leader's peer paths slowed by %v: a write takes %v", delay, slowed)
+	}
+	for _, p := range paths {
+		st, err := ps.UnslowPeer(ctx, p[0], p[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s->%s: %+v", p[0], p[1], st)
+	}
+	if got := put(); got > delay/2 {
+		t.Fatalf("healed, a write takes %v", got)
+	}
+	for _, n := range s.nodes {
+		nothingQueued(t, s.backend.(*docker), n.Name)
+	}
+	closed()
+}
+
 // medianPing is the median of pings' round trips.
 func medianPing(t *testing.T, d *docker, from, addr string) time.Duration {
 	rs := pings(t, d, from, addr, 7)
