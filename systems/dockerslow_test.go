@@ -274,3 +274,25 @@ func TestQueuePackets(t *testing.T) {
 		t.Fatalf("queue 1: %d packets, want 19", got)
 	}
 }
+
+// With jitter every packet is held for delay +- jitter, never below zero, and leaves no earlier
+// than the packet ahead: a queue never reorders its path.
+func TestDelayQueueKeepsOrder(t *testing.T) {
+	q := &delayQueue{delay: 50 * time.Millisecond, jitter: 40 * time.Millisecond}
+	now, last := time.Now(), time.Time{}
+	for i := range 10000 {
+		d := q.draw()
+		if d < 10*time.Millisecond || d >= 90*time.Millisecond {
+			t.Fatalf("draw %d: %v, want 50ms +- 40ms", i, d)
+		}
+		due := nextDue(last, now, d)
+		if due.Before(last) || due.Before(now.Add(d)) {
+			t.Fatalf("packet %d leaves at %v, the one ahead at %v", i, due, last)
+		}
+		last = due
+		now = now.Add(100 * time.Microsecond)
+	}
+	if d := (&delayQueue{delay: 5 * time.Millisecond, jitter: 20 * time.Millisecond}).draw(); d < 0 {
+		t.Fatalf("a negative hold: %v", d)
+	}
+}

@@ -166,14 +166,19 @@ func (q *delayQueue) receive() {
 			if !ok {
 				continue
 			}
-			due := time.Now().Add(q.draw())
-			if due.Before(last) {
-				due = last // never before the packet ahead
-			}
-			last = due
-			q.held <- heldPacket{id, due}
+			last = nextDue(last, time.Now(), q.draw())
+			q.held <- heldPacket{id, last}
 		}
 	}
+}
+
+// nextDue is when a packet that came at now and is to be held for d leaves, given that the packet
+// ahead of it leaves at last: never before it, so the queue stays in order.
+func nextDue(last, now time.Time, d time.Duration) time.Time {
+	if due := now.Add(d); due.After(last) {
+		return due
+	}
+	return last
 }
 
 // draw is one packet's delay: delay plus a uniform draw in [-jitter, jitter), never below zero.
