@@ -172,7 +172,7 @@ func (n *Latency) Apply(ctx context.Context, op Op) error {
 	return errors.Join(errs...)
 }
 
-// Healing implements Nemesis: remove every latency toxic still in place.
+// Healing implements Nemesis: restore every path still slowed (toxics, or a backend's queues).
 func (n *Latency) Healing() []Op {
 	cuts := Cuts(n.paths.inPlace())
 	if len(cuts) == 0 {
