@@ -111,7 +111,7 @@ card: deps build
 # peers: iptables in the containers' namespaces), run unchanged with --backend docker, nodes as
 # containers. Needs a reachable Docker Engine; `lockpick clean` removes what an interrupted run left.
 DOCKER_SCENARIOS := single-none single-restart single-restart-delayed single-clock-forward redlock-restart redlock-node-pause redlock-clock-forward-majority \
-	sentinel-none sentinel-failover sentinel-restart etcd-none etcd-leader-kill etcd-partition-leader
+	sentinel-none sentinel-failover sentinel-restart etcd-none etcd-leader-kill etcd-partition-leader etcd-peer-latency
 docker-scenarios: deps build
 	$(BIN) scenario $(DOCKER_SCENARIOS) --backend docker --stop-at-first --store $(STORE) $(ARGS)
 

@@ -38,7 +38,7 @@ func DryRun(cfg Config) (string, error) {
 		}
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
 		if cfg.System != "redis-masters" {
-			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace")
+			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace, and its latency sends the path's packets there to a queue of its own (NFQUEUE, --queue-bypass) that lockpick holds each packet in for half the delay each way")
 		}
 	default:
 		p("  %d nodes as child processes on loopback, stopped at the end", len(cfg.layout()))

@@ -190,6 +190,9 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	if pc, ok := backend.(systems.PeerCutter); ok {
 		env.Peers = pc
 	}
+	if ps, ok := backend.(systems.PeerSlower); ok {
+		env.Slow = ps
+	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
 	for _, spec := range cfg.Specs() {

@@ -24,7 +24,9 @@ const (
 
 // Latency slows the links from client groups to target nodes with toxiproxy's latency toxic. Half
 // the delay (and jitter) is added to each direction, so a request's round trip grows by delay. Each
-// fault is "steady c1/n2 c2/n2" or "spike ..."; "heal ..." removes the toxics.
+// fault is "steady c1/n2 c2/n2" or "spike ..."; "heal ..." removes the toxics. The paths between
+// servers (paths=peers) are links on the local backend, and on the docker backend of the local
+// Engine the backend's PeerSlower, which adds the same to each direction on the interfaces.
 type Latency struct {
 	Env    Env
 	Groups []string
@@ -40,11 +42,11 @@ type Latency struct {
 	Peers bool
 
 	resolve leaseResolver
-	toxics  toxicSet
+	paths   latencyPaths
 }
 
 func buildLatency(env Env, p *Params) (Nemesis, error) {
-	n := &Latency{Env: env, toxics: toxicSet{links: env.Links}}
+	n := &Latency{Env: env, paths: &toxicLatency{toxicSet{links: env.Links}}}
 	n.Modes = p.Choices("mode", []string{LatencySteady, LatencySpike}, LatencySteady, LatencySpike)
 	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
 		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers)
@@ -84,7 +86,10 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 		}
 	}
 	if n.Peers && (env.PeerNet || env.Peers != nil) {
-		return nil, errPeerLatency
+		if !env.PeerLatency && env.Slow == nil {
+			return nil, errPeerLatency
+		}
+		n.paths = &peerLatency{slower: env.Slow, log: env.Log}
 	}
 	n.resolve = leaseResolver{env: env, target: n.Target}
 	return n, CheckTarget(env, n.Target)
@@ -126,7 +131,7 @@ func (n *Latency) Resolve(ctx context.Context, op Op) (Op, error) {
 		return op, nil
 	}
 	if op.Effect == history.EffectHeal {
-		return opWithCuts(op.At, "heal", Cuts(n.toxics.inPlace()), history.EffectHeal), nil
+		return opWithCuts(op.At, "heal", Cuts(n.paths.inPlace()), history.EffectHeal), nil
 	}
 	nodes, err := n.resolve.pick(ctx, min(n.Duration[op.F]/2, n.Env.TTL))
 	if err != nil || len(nodes) == 0 {
@@ -158,20 +163,39 @@ func (n *Latency) Apply(ctx context.Context, op Op) error {
 	for _, g := range slices.Sorted(maps.Keys(cuts)) {
 		for _, node := range cuts[g] {
 			if verb == "heal" {
-				errs = append(errs, n.toxics.remove(ctx, g, node))
+				errs = append(errs, n.paths.restore(ctx, g, node))
 			} else {
-				errs = append(errs, n.toxics.add(g, node, latencyToxics(n.Delay[verb], n.Jitter[verb])))
+				errs = append(errs, n.paths.slow(g, node, n.Delay[verb], n.Jitter[verb]))
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Healing implements Nemesis: remove every latency toxic still in place.
+// Healing implements Nemesis: restore every path still slowed (toxics, or a backend's queues).
 func (n *Latency) Healing() []Op {
-	cuts := Cuts(n.toxics.inPlace())
+	cuts := Cuts(n.paths.inPlace())
 	if len(cuts) == 0 {
 		return nil
 	}
 	return []Op{opWithCuts(0, "heal", cuts, history.EffectHeal)}
+}
+
+// latencyPaths slows paths, as from -> to (a client group's link to a node, or one server's path to
+// another), and restores them.
+type latencyPaths interface {
+	slow(from, to string, delay, jitter time.Duration) error
+	restore(ctx context.Context, from, to string) error
+	inPlace() map[string][]string
+}
+
+// toxicLatency slows links with latency toxics.
+type toxicLatency struct{ toxicSet }
+
+func (t *toxicLatency) slow(from, to string, delay, jitter time.Duration) error {
+	return t.add(from, to, latencyToxics(delay, jitter))
+}
+
+func (t *toxicLatency) restore(ctx context.Context, from, to string) error {
+	return t.remove(ctx, from, to)
 }

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -84,5 +85,64 @@ func (p *peerPaths) inPlace() map[string][]string {
 	return out
 }
 
-// errPeerLatency refuses latency on the paths between servers where no proxy sits on them.
-var errPeerLatency = errors.New("paths=peers: the servers of a docker run talk over their own interfaces, with no proxy of the harness between them to slow, and tc netem does not exist on this kernel: use latency on the client paths (drop paths=peers), partition:paths=peers to cut the servers' paths, or --backend local")
+// peerLatency slows paths between servers with a systems.PeerSlower. As peerPaths does for cuts, a
+// slowdown is recorded before it is made, so one that half landed is restored all the same; a
+// restore forgets it once it succeeded, and logs what the slowdown did.
+type peerLatency struct {
+	slower systems.PeerSlower
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	placed map[string]map[string]bool // from -> to
+}
+
+func (p *peerLatency) slow(from, to string, delay, jitter time.Duration) error {
+	if p.slower == nil {
+		return errPeerLatency
+	}
+	p.mu.Lock()
+	if p.placed == nil {
+		p.placed = map[string]map[string]bool{}
+	}
+	if p.placed[from] == nil {
+		p.placed[from] = map[string]bool{}
+	}
+	p.placed[from][to] = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), peerOpTimeout)
+	defer cancel()
+	return p.slower.SlowPeer(ctx, from, to, delay, jitter)
+}
+
+func (p *peerLatency) restore(ctx context.Context, from, to string) error {
+	st, err := p.slower.UnslowPeer(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	if p.log != nil {
+		p.log.Info("latency: path between servers restored", "from", from, "to", to,
+			"delayed", st.Delayed, "passed", st.Passed, "failed", st.Failed)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.placed[from], to)
+	if len(p.placed[from]) == 0 {
+		delete(p.placed, from)
+	}
+	return nil
+}
+
+func (p *peerLatency) inPlace() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]string{}
+	for from, tos := range p.placed {
+		out[from] = slices.Sorted(maps.Keys(tos))
+	}
+	return out
+}
+
+// errPeerLatency refuses latency on the paths between servers where neither a proxy sits on them
+// nor the backend slows them: a remote Engine's nodes, whose namespaces no process of this host can
+// enter to read a queue.
+var errPeerLatency = errors.New("paths=peers: the servers of a remote Engine's run talk over their own interfaces, and slowing them takes a reader of a packet queue in their network namespace, which no process on this host can enter on another: use latency on the client paths (drop paths=peers), partition:paths=peers to cut the servers' paths, or the local Engine (drop --docker-host)")

@@ -102,8 +102,8 @@ func TestFailoverStallUsesTheBackendsCutter(t *testing.T) {
 	}
 }
 
-// Latency on the paths between servers needs proxies on them: on docker it is refused, saying what
-// works instead.
+// Latency on the paths between servers needs proxies on them, or a backend that slows them: on a
+// docker backend that cannot (a remote Engine's) it is refused, saying what works instead.
 func TestPeerLatencyRefusedOnDocker(t *testing.T) {
 	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, TTL: time.Second, Interval: time.Second, NodeTimeout: time.Second, PeerNet: true}
 	s, err := ParseSpec("latency:paths=peers:delay=300ms")
@@ -116,5 +116,60 @@ func TestPeerLatencyRefusedOnDocker(t *testing.T) {
 	s, _ = ParseSpec("latency:delay=300ms")
 	if _, err := Build(s, env); err != nil {
 		t.Fatalf("latency on the client paths on docker: %v", err)
+	}
+}
+
+// recordingSlower records the slowdowns a nemesis asks a backend for: it stands for the local
+// Engine's packet queues, which the systems package's docker tests measure on real containers.
+type recordingSlower struct {
+	mu   sync.Mutex
+	slow map[string]string // from->to -> "delay jitter"
+}
+
+func (r *recordingSlower) SlowPeer(_ context.Context, from, to string, delay, jitter time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slow[from+"->"+to] = fmt.Sprint(delay, " ", jitter)
+	return nil
+}
+
+func (r *recordingSlower) UnslowPeer(_ context.Context, from, to string) (systems.PeerSlowStats, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.slow, from+"->"+to)
+	return systems.PeerSlowStats{}, nil
+}
+
+// On a backend that slows the paths between servers itself, latency:paths=peers slows every path to
+// and from the leader there, by the delay and jitter asked (the round trip's, as a link's toxics
+// add up to), and restores them all.
+func TestPeerLatencyUsesTheBackendsSlower(t *testing.T) {
+	rs := &recordingSlower{slow: map[string]string{}}
+	roles := roleMap{"e1": systems.RoleFollower, "e2": systems.RoleLeader, "e3": systems.RoleFollower}
+	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second,
+		NodeTimeout: time.Second, Peers: &recordingCutter{cut: map[string]string{}}, PeerNet: true, PeerLatency: true, Slow: rs}
+	n := build(t, "latency:target=leader:paths=peers:delay=300ms:mode=steady", env)
+	plan := n.Plan(rand.New(rand.NewPCG(1, 2)), 5*time.Second)
+	ctx := context.Background()
+	op, err := n.(Resolver).Resolve(ctx, plan[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Apply(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"e1->e2": "300ms 75ms", "e2->e1": "300ms 75ms", "e2->e3": "300ms 75ms", "e3->e2": "300ms 75ms"}
+	if fmt.Sprint(rs.slow) != fmt.Sprint(want) {
+		t.Fatalf("slowed %v, want %v", rs.slow, want)
+	}
+	heal, err := n.(Resolver).Resolve(ctx, plan[1])
+	if err != nil || heal.F != "heal e1/e2 e2/e1,e3 e3/e2" {
+		t.Fatalf("heal %q %v", heal.F, err)
+	}
+	if err := n.Apply(ctx, heal); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.slow) != 0 || n.Healing() != nil {
+		t.Fatalf("after the heal %v still slowed", rs.slow)
 	}
 }

@@ -256,6 +256,11 @@ type Env struct {
 	// backend offers Peers, for checking a configuration before the system runs.
 	Peers   systems.PeerCutter
 	PeerNet bool
+	// Slow slows the paths between servers where the servers run (the local Engine's docker
+	// backend: a packet queue per path in the caller's namespace); nil where those paths are links,
+	// or where the backend cannot. PeerLatency says whether the run's backend offers Slow.
+	Slow        systems.PeerSlower
+	PeerLatency bool
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
 	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the

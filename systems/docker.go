@@ -2,6 +2,7 @@ package systems
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -84,6 +85,8 @@ type docker struct {
 
 	mu    sync.Mutex
 	nodes map[string]*dockerNode
+	// queues are the NFQUEUE numbers of the paths slowed so far (from->to), one per path.
+	queues map[string]uint16
 }
 
 // newDocker creates the run's network; nodes are added with addRedis.
@@ -98,7 +101,7 @@ func newDocker(ctx context.Context, dc DockerConfig, shim string, persist cluste
 	if err != nil {
 		return nil, err
 	}
-	return &docker{session: s, shim: shim, persist: persist, log: log, nodes: map[string]*dockerNode{}}, nil
+	return &docker{session: s, shim: shim, persist: persist, log: log, nodes: map[string]*dockerNode{}, queues: map[string]uint16{}}, nil
 }
 
 // redisPort is the port every redis node listens on inside its container.
@@ -335,8 +338,12 @@ func (b *docker) ClockOffset(name string) (time.Duration, error) {
 	return off, nil
 }
 
-// Close removes every container and the network.
-func (b *docker) Close() error { return b.session.Close() }
+// Close stops the readers of the paths still slowed, then removes every container and the network.
+func (b *docker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(b.unslowAll(ctx), b.session.Close())
+}
 
 // CheckBackend checks that the named system runs on backend.
 func CheckBackend(system, backend string) error {

@@ -211,6 +211,12 @@ type etcdDocker struct {
 	netCutter
 }
 
+// etcdLocalDocker is etcdDocker on the local Engine, which also slows the paths between members.
+type etcdLocalDocker struct {
+	etcdDocker
+	PeerSlower
+}
+
 // netCutter is the docker backend's cut of a node's own interface (nemesis.NetCutter).
 type netCutter interface {
 	CutNetwork(ctx context.Context, node, mode string) error

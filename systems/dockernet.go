@@ -17,7 +17,8 @@ import (
 // outlives the run. The container outlives the node's restarts, so a node restarted while cut is
 // still cut; its start then waits for its log to say it is ready, as it cannot be asked.
 // (Measured here: iptables works in a container's namespace; tc netem does not exist on this
-// kernel, so latency stays in the harness's proxies.)
+// kernel, so latency on the client paths stays in the harness's proxies, and latency between
+// servers is a packet queue per path, read in lockpick: dockerslow.go.)
 
 // NetToolsMissing says what the host lacks to cut a container's network, or nil.
 func NetToolsMissing() error {

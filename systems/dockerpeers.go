@@ -39,6 +39,9 @@ type dockerPeer struct {
 	ip   string
 	port int
 	cuts map[string]string
+	// slows are the slowdowns of the paths from the node to others (callee -> its queue), on the
+	// local Engine only (dockerslow.go).
+	slows map[string]*peerSlow
 }
 
 // dockerSpec is a node of a system whose servers talk to each other, in a container of its own.
@@ -76,7 +79,7 @@ func (b *docker) addNode(ctx context.Context, sp dockerSpec) (*dockerNode, error
 	}
 	n := &dockerNode{name: sp.name, dir: sp.dir, addr: net.JoinHostPort(ip.String(), strconv.Itoa(sp.port)),
 		cmd: sp.cmd, wipedCmd: sp.wipedCmd, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
-		peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}}}
+		peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}, slows: map[string]*peerSlow{}}}
 	b.mu.Lock()
 	b.nodes[sp.name] = n
 	b.mu.Unlock()
@@ -141,9 +144,7 @@ func logHas(path, text string, from int64) bool {
 // peerRules are the iptables rules (without -A/-D), in the caller's namespace, that cut its
 // connections to ip:port.
 func peerRules(mode, ip string, port int) [][]string {
-	p := strconv.Itoa(port)
-	out := []string{"OUTPUT", "-p", "tcp", "-d", ip, "--dport", p}
-	in := []string{"INPUT", "-p", "tcp", "-s", ip, "--sport", p}
+	out, in := peerMatch(ip, port)
 	switch mode {
 	case "reset":
 		rst := []string{"-j", "REJECT", "--reject-with", "tcp-reset"}
@@ -152,6 +153,13 @@ func peerRules(mode, ip string, port int) [][]string {
 		return [][]string{append(in, "-j", "DROP")}
 	}
 	return [][]string{append(out, "-j", "DROP"), append(in, "-j", "DROP")}
+}
+
+// peerMatch are the chain and matches, in the caller's namespace, of the packets of its connections
+// to ip:port: what it sends (OUTPUT) and what comes back (INPUT).
+func peerMatch(ip string, port int) (out, in []string) {
+	p := strconv.Itoa(port)
+	return []string{"OUTPUT", "-p", "tcp", "-d", ip, "--dport", p}, []string{"INPUT", "-p", "tcp", "-s", ip, "--sport", p}
 }
 
 // peerModes are the modes CutPeer knows.
@@ -189,7 +197,9 @@ func (b *docker) nodePair(from, to string) (*dockerNode, *dockerNode, error) {
 }
 
 // cut is CutPeer of both docker backends, on p, the caller's side, under its node's op: it checks
-// the mode, and applies (apply "-A") and records the rules that cut the path to t.
+// the mode, and applies (apply "-I", first in their chains, ahead of a slowdown's queue, whose
+// ACCEPT would end the chain before a cut further down) and records the rules that cut the path
+// to t.
 func (p *dockerPeer) cut(op *sync.Mutex, from, to, mode string, t dockerPeer, apply func(op string, rules [][]string) error) error {
 	if !slices.Contains(peerModes, mode) {
 		return fmt.Errorf("cut %s->%s: unknown mode %q: use one of %v", from, to, mode, peerModes)
@@ -202,7 +212,7 @@ func (p *dockerPeer) cut(op *sync.Mutex, from, to, mode string, t dockerPeer, ap
 	if _, ok := p.cuts[to]; ok {
 		return nil // in effect already
 	}
-	if err := apply("-A", peerRules(mode, t.ip, t.port)); err != nil {
+	if err := apply("-I", peerRules(mode, t.ip, t.port)); err != nil {
 		return fmt.Errorf("cut %s->%s: %w", from, to, err)
 	}
 	p.cuts[to] = mode
@@ -225,7 +235,7 @@ func (p *dockerPeer) heal(op *sync.Mutex, from, to string, t dockerPeer, apply f
 	return nil
 }
 
-// nsIptables adds (-A) or deletes (-D) rules in the network namespace of node's container.
+// nsIptables adds (-A, -I) or deletes (-D) rules in the network namespace of node's container.
 func (b *docker) nsIptables(ctx context.Context, node, op string, rules [][]string) error {
 	if err := NetToolsMissing(); err != nil {
 		return fmt.Errorf("node %s: %w", node, err)

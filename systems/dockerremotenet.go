@@ -96,7 +96,7 @@ func (b *dockerRemote) nodePair(from, to string) (*remoteNode, *remoteNode, erro
 	return f, t, err
 }
 
-// holderIptables adds (-A) or deletes (-D) rules in one script of the shell kept in n's holder.
+// holderIptables adds (-A, -I) or deletes (-D) rules in one script of the shell kept in n's holder.
 func (b *dockerRemote) holderIptables(ctx context.Context, n *remoteNode, op string, rules [][]string) error {
 	if b.tools["iptables"] == "" {
 		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.name, RemoteNetToolsMissing())

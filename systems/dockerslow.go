@@ -1,0 +1,220 @@
+package systems
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PeerSlower slows the paths between servers where they run, as PeerCutter cuts them: on the local
+// Engine's docker backend, the packets of a path (the caller's connections to the callee's server
+// port, exactly what CutPeer matches) go through an NFQUEUE queue of their own in the caller's
+// network namespace, and a reader in lockpick's process holds each for its delay before letting it
+// go. As a link's latency toxic does, half the delay and half the jitter are added to each
+// direction (what the caller sends, in OUTPUT, and what comes back, in INPUT), so a round trip on
+// the path grows by delay, and the path's other direction (to -> from) is left alone.
+type PeerSlower interface {
+	// SlowPeer slows the path from one node to another by delay (plus or minus jitter) a round
+	// trip. A slowdown outlives restarts of either node; a path slowed already stays as it is.
+	SlowPeer(ctx context.Context, from, to string, delay, jitter time.Duration) error
+	// UnslowPeer removes the slowdown of the path from one node to another, if any: its rules
+	// first, then its reader, which lets out at once what it still holds. It says what the
+	// slowdown did.
+	UnslowPeer(ctx context.Context, from, to string) (PeerSlowStats, error)
+}
+
+// PeerSlowStats is what a slowdown of a path did.
+type PeerSlowStats struct {
+	// Delayed are the packets held for the delay; Passed those that matched its rules but went
+	// undelayed (the queue was full and failed open, or no reader listened and the rules'
+	// --queue-bypass let them through); Failed those whose release the kernel refused (dropped
+	// when the queue closed: TCP sends them again).
+	Delayed, Passed, Failed uint64
+}
+
+// peerSlow is a slowdown in place: its queue number and its reader.
+type peerSlow struct {
+	num   uint16
+	queue *delayQueue
+}
+
+// slowRules are the rules, in the caller's namespace, that send its connections to ip:port to
+// queue num. --queue-bypass: with no reader bound (lockpick killed), the packets pass rather than
+// being dropped, so a dead reader never cuts a path.
+func slowRules(ip string, port int, num uint16) [][]string {
+	out, in := peerMatch(ip, port)
+	q := []string{"-j", "NFQUEUE", "--queue-num", strconv.Itoa(int(num)), "--queue-bypass"}
+	return [][]string{append(out, q...), append(in, q...)}
+}
+
+// SlowPeer implements PeerSlower.
+func (b *docker) SlowPeer(ctx context.Context, from, to string, delay, jitter time.Duration) error {
+	f, t, err := b.nodePair(from, to)
+	if err != nil {
+		return err
+	}
+	if t.peer.port == 0 {
+		return fmt.Errorf("slow %s->%s: %s is called by no other server", from, to, to)
+	}
+	if delay <= 0 || jitter < 0 {
+		return fmt.Errorf("slow %s->%s: delay %v and jitter %v: give a positive delay and a jitter of 0 or more", from, to, delay, jitter)
+	}
+	if err := NetToolsMissing(); err != nil {
+		return fmt.Errorf("slow %s->%s: %w", from, to, err)
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	if _, ok := f.peer.slows[to]; ok {
+		return nil // in effect already
+	}
+	s, err := b.startSlow(ctx, from, to, t.peer, delay, jitter)
+	if err != nil {
+		return fmt.Errorf("slow %s->%s: %w", from, to, err)
+	}
+	f.peer.slows[to] = s
+	return nil
+}
+
+// startSlow starts the reader of the path's queue in from's namespace, then sends the path there;
+// the reader comes first so that no packet waits for one.
+func (b *docker) startSlow(ctx context.Context, from, to string, t dockerPeer, delay, jitter time.Duration) (*peerSlow, error) {
+	pid := b.session.Pid(ctx, from)
+	if pid == 0 {
+		return nil, fmt.Errorf("node %s: its container does not run", from)
+	}
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", from, err)
+	}
+	defer ns.Close()
+	num := b.queueNum(from, to)
+	q, err := startDelayQueue(ns, num, delay/2, jitter/2)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", from, err)
+	}
+	rules := slowRules(t.ip, t.port, num)
+	if err := b.nsIptables(ctx, from, "-A", rules); err != nil {
+		// Some of the rules may have landed: take them out (those that did not fail to go).
+		_ = b.nsIptables(context.WithoutCancel(ctx), from, "-D", rules)
+		q.close()
+		return nil, err
+	}
+	return &peerSlow{num: num, queue: q}, nil
+}
+
+// queueNum is the NFQUEUE number of the path from -> to, the same for the whole run: one per path.
+func (b *docker) queueNum(from, to string) uint16 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	key := from + "->" + to
+	if n, ok := b.queues[key]; ok {
+		return n
+	}
+	n := uint16(len(b.queues) + 1)
+	b.queues[key] = n
+	return n
+}
+
+// UnslowPeer implements PeerSlower.
+func (b *docker) UnslowPeer(ctx context.Context, from, to string) (PeerSlowStats, error) {
+	f, t, err := b.nodePair(from, to)
+	if err != nil {
+		return PeerSlowStats{}, err
+	}
+	f.op.Lock()
+	defer f.op.Unlock()
+	s, ok := f.peer.slows[to]
+	if !ok {
+		return PeerSlowStats{}, nil
+	}
+	// The reader stops whatever happens to the rules: with --queue-bypass a rule left behind lets
+	// its packets through.
+	delete(f.peer.slows, to)
+	st, err := b.stopSlow(ctx, from, t.peer, s)
+	if err != nil {
+		return st, fmt.Errorf("unslow %s->%s: %w", from, to, err)
+	}
+	b.log.Debug("peer latency removed", "from", from, "to", to, "queue", s.num,
+		"delayed", st.Delayed, "passed", st.Passed, "failed", st.Failed)
+	return st, nil
+}
+
+// stopSlow reads the rules' counters, removes the rules, then stops the reader.
+func (b *docker) stopSlow(ctx context.Context, from string, t dockerPeer, s *peerSlow) (PeerSlowStats, error) {
+	matched, cerr := b.queueCounter(ctx, from, s.num)
+	err := b.nsIptables(ctx, from, "-D", slowRules(t.ip, t.port, s.num))
+	qs := s.queue.close()
+	st := PeerSlowStats{Delayed: qs.Delayed, Failed: qs.Failed}
+	if cerr == nil && matched > qs.Delayed+qs.Failed {
+		st.Passed = matched - qs.Delayed - qs.Failed
+	}
+	return st, err
+}
+
+// queueCounter is how many packets the rules sending to queue num matched so far, in node's
+// namespace.
+func (b *docker) queueCounter(ctx context.Context, node string, num uint16) (uint64, error) {
+	pid := b.session.Pid(ctx, node)
+	if pid == 0 {
+		return 0, fmt.Errorf("node %s: its container does not run", node)
+	}
+	var total uint64
+	for _, chain := range []string{"OUTPUT", "INPUT"} {
+		args := []string{"-t", strconv.Itoa(pid), "-n", "iptables", "-w", "-L", chain, "-n", "-v", "-x"}
+		out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("node %s: nsenter %v: %w: %s", node, args, err, bytes.TrimSpace(out))
+		}
+		total += queuePackets(string(out), num)
+	}
+	return total, nil
+}
+
+// queuePackets sums the packet counters of the lines of `iptables -L -n -v -x` that send to queue
+// num ("... NFQUEUE num 3 bypass").
+func queuePackets(listing string, num uint16) uint64 {
+	want := "NFQUEUE num " + strconv.Itoa(int(num)) + " "
+	var total uint64
+	for line := range strings.Lines(listing) {
+		if !strings.Contains(strings.TrimSpace(line)+" ", want) {
+			continue
+		}
+		fields := strings.Fields(line)
+		if n, err := strconv.ParseUint(fields[0], 10, 64); err == nil {
+			total += n
+		}
+	}
+	return total
+}
+
+// unslowAll stops every slowdown still in place (the run's end, whatever healed or not): readers
+// must not outlive the backend.
+func (b *docker) unslowAll(ctx context.Context) error {
+	b.mu.Lock()
+	nodes := make([]*dockerNode, 0, len(b.nodes))
+	for _, n := range b.nodes {
+		nodes = append(nodes, n)
+	}
+	b.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		n.op.Lock()
+		tos := make([]string, 0, len(n.peer.slows))
+		for to := range n.peer.slows {
+			tos = append(tos, to)
+		}
+		n.op.Unlock()
+		for _, to := range tos {
+			if _, err := b.UnslowPeer(ctx, n.name, to); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
