@@ -38,10 +38,12 @@ type PeerSlowStats struct {
 	Delayed, Passed, Failed uint64
 }
 
-// peerSlow is a slowdown in place: its queue number and its reader.
+// peerSlow is a slowdown in place: its queue number and its reader, in lockpick's process (the
+// local Engine) or in the caller's holder (a remote one).
 type peerSlow struct {
-	num   uint16
-	queue *delayQueue
+	num    uint16
+	queue  *delayQueue
+	remote *remoteReader
 }
 
 // slowRules are the rules, in the caller's namespace, that send its connections to ip:port to
@@ -59,11 +61,8 @@ func (b *docker) SlowPeer(ctx context.Context, from, to string, delay, jitter ti
 	if err != nil {
 		return err
 	}
-	if t.peer.port == 0 {
-		return fmt.Errorf("slow %s->%s: %s is called by no other server", from, to, to)
-	}
-	if delay <= 0 || jitter < 0 {
-		return fmt.Errorf("slow %s->%s: delay %v and jitter %v: give a positive delay and a jitter of 0 or more", from, to, delay, jitter)
+	if err := checkSlow(from, to, t.peer, delay, jitter); err != nil {
+		return err
 	}
 	if err := NetToolsMissing(); err != nil {
 		return fmt.Errorf("slow %s->%s: %w", from, to, err)
@@ -149,12 +148,17 @@ func (b *docker) UnslowPeer(ctx context.Context, from, to string) (PeerSlowStats
 func (b *docker) stopSlow(ctx context.Context, from string, t dockerPeer, s *peerSlow) (PeerSlowStats, error) {
 	matched, cerr := b.queueCounter(ctx, from, s.num)
 	err := b.nsIptables(ctx, from, "-D", slowRules(t.ip, t.port, s.num))
-	qs := s.queue.close()
+	return slowStats(matched, cerr, s.queue.close()), err
+}
+
+// slowStats is what a slowdown did, from its reader's counts and the packets its rules matched
+// (unless counting them failed, cerr): those neither delayed nor failed passed undelayed.
+func slowStats(matched uint64, cerr error, qs delayStats) PeerSlowStats {
 	st := PeerSlowStats{Delayed: qs.Delayed, Failed: qs.Failed}
 	if cerr == nil && matched > qs.Delayed+qs.Failed {
 		st.Passed = matched - qs.Delayed - qs.Failed
 	}
-	return st, err
+	return st
 }
 
 // queueCounter is how many packets the rules sending to queue num matched so far, in node's
