@@ -171,7 +171,9 @@ type nsPids interface{ nsPid(node string) int }
 func (b *docker) nsPid(node string) int { return b.session.Pid(context.Background(), node) }
 
 // nsPid is the pid of node's holder, which holds its namespace.
-func (b *dockerRemote) nsPid(node string) int { return b.session.Pid(context.Background(), node+"-net") }
+func (b *dockerRemote) nsPid(node string) int {
+	return b.session.Pid(context.Background(), node+"-net")
+}
 
 // medianPing is the median of pings' round trips.
 func medianPing(t *testing.T, d nsPids, from, addr string) time.Duration {
