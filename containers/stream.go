@@ -20,10 +20,11 @@ type Stream struct {
 	out  *bufio.Reader
 }
 
-// StreamNet starts cmd (paths in the image) in the network holder of a node's pod, with its output
-// attached. The process lives until it exits or the holder goes, whatever becomes of the Stream.
+// StreamNet starts cmd (paths in the image) in the network holder of a node's pod, with its input
+// and output attached: its input ends when the Stream is closed or this process dies (its
+// connection to the Engine closes), which a helper takes as the word to stop.
 func (s *Session) StreamNet(ctx context.Context, name string, cmd []string) (*Stream, error) {
-	att, out, err := s.attach(ctx, holder(name), client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	att, out, err := s.attach(ctx, holder(name), client.ExecCreateOptions{Cmd: cmd, AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, err
 	}
@@ -82,5 +83,5 @@ func (st *Stream) Last(deadline time.Time) (string, error) {
 	}
 }
 
-// Close stops reading the process's output; the process goes on.
+// Close ends the process's input and stops reading its output.
 func (st *Stream) Close() { st.att.Close() }

@@ -246,9 +246,9 @@ func TestCheckRemote(t *testing.T) {
 // binary (here the test binary, which TestMain makes the same reader) packed into the node image.
 // The replica n2's path to its primary n1 takes the delay on a round trip, while the reverse path,
 // another replica's path to n1 and the harness's own connection to n1 do not; healed, the delay is
-// gone, and neither a rule nor a bound queue is left in n2's namespace. A reader killed with its
-// rules in place lets the path through undelayed (--queue-bypass), and its heal says so; jitter
-// stays within its bounds; Close stops a slowdown left in place, and leaves nothing on the Engine.
+// gone, and neither a rule nor a bound queue is left in n2's namespace. A reader whose lockpick is
+// gone ends by itself, and one killed with its rules in place lets the path through undelayed
+// (--queue-bypass), and its heal says so; jitter stays within its bounds; Close stops a slowdown left in place, and leaves nothing on the Engine.
 func TestDockerRemoteSlowPeer(t *testing.T) {
 	eng := remoteEngine(t)
 	dir := t.TempDir()
@@ -320,8 +320,33 @@ func TestDockerRemoteSlowPeer(t *testing.T) {
 		}
 	}
 
-	// The reader is killed: the rules stay, and the path goes on undelayed.
+	// lockpick dies (its connection to the reader closes): the reader ends by itself, the rules
+	// stay, and the path goes on undelayed.
 	n2, _ := b.node("n2")
+	n2.op.Lock()
+	r := n2.peer.slows["n1"].remote
+	n2.op.Unlock()
+	r.out.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.sh(ctx, n2, inHolder, "kill -0 "+strconv.Itoa(r.pid)+" 2>/dev/null"); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader still runs 5s after its connection closed")
+		}
+	}
+	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
+		t.Fatalf("n2->n1 with its reader gone takes %v a round trip: packets wait for nobody", got)
+	}
+	if _, err := ps.UnslowPeer(ctx, "n2", "n1"); err == nil {
+		t.Fatal("unslow after the reader's connection closed: no error, want its counts said missing")
+	}
+	nothingQueued(t, b, "n2")
+
+	// The reader is killed: the rules stay, and the path goes on undelayed.
+	if err := ps.SlowPeer(ctx, "n2", "n1", delay, 0); err != nil {
+		t.Fatal(err)
+	}
 	n2.op.Lock()
 	pid := n2.peer.slows["n1"].remote.pid
 	n2.op.Unlock()

@@ -38,7 +38,7 @@ func delayQueueMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if err := RunDelayQueue(ctx, os.Stdout, uint16(*queue), *delay, *jitter); err != nil {
+	if err := RunDelayQueue(ctx, os.Stdin, os.Stdout, uint16(*queue), *delay, *jitter); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -111,15 +111,24 @@ func openDelayQueue(cfg *netlink.Config, num uint16, delay, jitter time.Duration
 
 // RunDelayQueue is the reader of a remote node's slowed path, run by `lockpick internal
 // nfqueue-delay` in the node's holder (whose namespace it is already in): it binds queue num,
-// writes "ready PID" once bound, delays the queue's packets until ctx ends (SIGTERM), releases
-// what it holds, and writes its counts as its last line (see parseDelayStats).
-func RunDelayQueue(ctx context.Context, w io.Writer, num uint16, delay, jitter time.Duration) error {
+// writes "ready PID" once bound, delays the queue's packets until ctx ends (SIGTERM) or in ends
+// (the lockpick that started it is gone: as on the local Engine, a dead lockpick leaves no path
+// slowed), releases what it holds, and writes its counts as its last line (see parseDelayStats).
+func RunDelayQueue(ctx context.Context, in io.Reader, w io.Writer, num uint16, delay, jitter time.Duration) error {
 	q, err := openDelayQueue(&netlink.Config{}, num, delay, jitter)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "ready %d\n", os.Getpid())
-	<-ctx.Done()
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, in)
+		close(gone)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-gone:
+	}
 	st := q.close()
 	_, err = fmt.Fprintf(w, "%s %d %d %d\n", delayStatsWord, st.Delayed, st.Overflows, st.Failed)
 	return err

@@ -17,14 +17,15 @@ func newInternalCmd() *cobra.Command {
 	return c
 }
 
-// newNfqueueDelayCmd is the reader systems.DelayQueueArgs starts: SIGTERM ends it (run's context).
+// newNfqueueDelayCmd is the reader systems.DelayQueueArgs starts: SIGTERM (the run's context) or the
+// end of its input ends it.
 func newNfqueueDelayCmd() *cobra.Command {
 	var queue uint16
 	var delay, jitter time.Duration
 	c := &cobra.Command{Use: "nfqueue-delay", Args: cobra.NoArgs,
-		Short: "Hold each packet of an NFQUEUE queue in this network namespace for a delay, until SIGTERM",
+		Short: "Hold each packet of an NFQUEUE queue in this network namespace for a delay, until SIGTERM or the end of input",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return systems.RunDelayQueue(cmd.Context(), cmd.OutOrStdout(), queue, delay, jitter)
+			return systems.RunDelayQueue(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), queue, delay, jitter)
 		}}
 	c.Flags().Uint16Var(&queue, "queue", 0, "the NFQUEUE queue number")
 	c.Flags().DurationVar(&delay, "delay", 0, "how long each packet is held")
