@@ -308,3 +308,16 @@ func TestDelayQueueKeepsOrder(t *testing.T) {
 		t.Fatalf("a negative hold: %v", d)
 	}
 }
+
+// A remote reader's last line gives back its counts; any other line is no counts.
+func TestParseDelayStats(t *testing.T) {
+	st, err := parseDelayStats(delayStatsWord + " 12 3 1")
+	if err != nil || st != (delayStats{Delayed: 12, Overflows: 3, Failed: 1}) {
+		t.Fatalf("parse: %+v %v", st, err)
+	}
+	for _, bad := range []string{"ready 42", "", "nfqueue-stats 1 2"} {
+		if _, err := parseDelayStats(bad); err == nil {
+			t.Fatalf("%q parsed as counts", bad)
+		}
+	}
+}
