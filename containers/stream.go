@@ -59,13 +59,13 @@ func (s *Session) attach(ctx context.Context, name string, opts client.ExecCreat
 func (st *Stream) Line(deadline time.Time) (string, error) {
 	st.att.Conn.SetReadDeadline(deadline)
 	line, err := st.out.ReadString('\n')
-	if err != nil && (line == "" || err != io.EOF) {
-		if err == io.EOF {
-			return "", io.EOF
-		}
-		return "", fmt.Errorf("output of a process in container of %s: %w", st.name, err)
+	switch {
+	case err == nil, err == io.EOF && line != "": // a last line without its newline is a line
+		return strings.TrimRight(line, "\n"), nil
+	case err == io.EOF:
+		return "", io.EOF
 	}
-	return strings.TrimRight(line, "\n"), nil
+	return "", fmt.Errorf("output of a process in container of %s: %w", st.name, err)
 }
 
 // Last is the process's last line of output, read until it ends or deadline passes.

@@ -134,10 +134,9 @@ type dockerRemote struct {
 	// tools are the paths of sh, rm, iptables and lockpick (the queue reader) in the node image.
 	tools map[string]string
 
-	mu    sync.Mutex
-	nodes map[string]*remoteNode
-	// queues are the NFQUEUE numbers of the paths slowed so far (from->to), one per path.
-	queues map[string]uint16
+	mu     sync.Mutex
+	nodes  map[string]*remoteNode
+	queues queueNums
 }
 
 // remoteImageFiles are the host files of a remote node image: the servers, the shim, the tools, the
@@ -205,7 +204,7 @@ func newRemote(ctx context.Context, cfg Config, bins []string, shim string, pers
 		return nil, "", err
 	}
 	return &dockerRemote{session: s, shim: shim, persist: persist, log: cfg.Logger,
-		host: host, tools: tools, nodes: map[string]*remoteNode{}, queues: map[string]uint16{}}, image, nil
+		host: host, tools: tools, nodes: map[string]*remoteNode{}}, image, nil
 }
 
 // startMastersRemote runs redis-masters in pods on a remote Engine.

@@ -46,7 +46,7 @@ func (b *dockerRemote) SlowPeer(ctx context.Context, from, to string, delay, jit
 	if _, ok := f.peer.slows[to]; ok {
 		return nil // in effect already
 	}
-	num := b.queueNum(from, to)
+	num := b.queues.of(from, to)
 	r, err := b.startReader(ctx, f, num, delay/2, jitter/2)
 	if err != nil {
 		return fmt.Errorf("slow %s->%s: %w", from, to, err)
@@ -71,19 +71,6 @@ func checkSlow(from, to string, t dockerPeer, delay, jitter time.Duration) error
 		return fmt.Errorf("slow %s->%s: delay %v and jitter %v: give a positive delay and a jitter of 0 or more", from, to, delay, jitter)
 	}
 	return nil
-}
-
-// queueNum is the NFQUEUE number of the path from -> to, the same for the whole run: one per path.
-func (b *dockerRemote) queueNum(from, to string) uint16 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	key := from + "->" + to
-	if n, ok := b.queues[key]; ok {
-		return n
-	}
-	n := uint16(len(b.queues) + 1)
-	b.queues[key] = n
-	return n
 }
 
 // startReader starts the reader of queue num in n's holder and waits until it has bound the queue.

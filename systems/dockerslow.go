@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -92,7 +93,7 @@ func (b *docker) startSlow(ctx context.Context, from, to string, t dockerPeer, d
 		return nil, fmt.Errorf("node %s: %w", from, err)
 	}
 	defer ns.Close()
-	num := b.queueNum(from, to)
+	num := b.queues.of(from, to)
 	q, err := startDelayQueue(ns, num, delay/2, jitter/2)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", from, err)
@@ -107,16 +108,25 @@ func (b *docker) startSlow(ctx context.Context, from, to string, t dockerPeer, d
 	return &peerSlow{num: num, queue: q}, nil
 }
 
-// queueNum is the NFQUEUE number of the path from -> to, the same for the whole run: one per path.
-func (b *docker) queueNum(from, to string) uint16 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// queueNums are the NFQUEUE numbers of the paths a run slowed so far (from->to), one per path.
+type queueNums struct {
+	mu sync.Mutex
+	m  map[string]uint16
+}
+
+// of is the NFQUEUE number of the path from -> to, the same for the whole run.
+func (q *queueNums) of(from, to string) uint16 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	key := from + "->" + to
-	if n, ok := b.queues[key]; ok {
+	if n, ok := q.m[key]; ok {
 		return n
 	}
-	n := uint16(len(b.queues) + 1)
-	b.queues[key] = n
+	if q.m == nil {
+		q.m = map[string]uint16{}
+	}
+	n := uint16(len(q.m) + 1)
+	q.m[key] = n
 	return n
 }
 
