@@ -83,8 +83,10 @@ type docker struct {
 	persist clusters.Persistence
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	nodes  map[string]*dockerNode
+	mu    sync.Mutex
+	nodes map[string]*dockerNode
+
+	// queues number the paths slowed in the run (under a lock of their own).
 	queues queueNums
 }
 

@@ -134,8 +134,10 @@ type dockerRemote struct {
 	// tools are the paths of sh, rm, iptables and lockpick (the queue reader) in the node image.
 	tools map[string]string
 
-	mu     sync.Mutex
-	nodes  map[string]*remoteNode
+	mu    sync.Mutex
+	nodes map[string]*remoteNode
+
+	// queues number the paths slowed in the run (under a lock of their own).
 	queues queueNums
 }
 
