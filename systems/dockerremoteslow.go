@@ -16,7 +16,8 @@ import (
 // caller's holder, and the same reader (RunDelayQueue), run there by lockpick's own binary, which
 // the node image packs: `lockpick internal nfqueue-delay`, in the holder's namespace already. It
 // says when its queue is bound, is stopped with SIGTERM from the holder's kept shell, and writes
-// what it did as its last line; it dies with the holder at the latest.
+// what it did as its last line; it also stops when its input ends (lockpick gone), and dies with
+// the holder at the latest.
 
 // DelayQueueArgs are the arguments of lockpick (after its path) that run the reader of queue num.
 func DelayQueueArgs(num uint16, delay, jitter time.Duration) []string {
