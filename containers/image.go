@@ -74,7 +74,10 @@ func withLibraries(ctx context.Context, files []string) ([]string, error) {
 			return nil, fmt.Errorf("node image: %s is missing on this host: %w", f, err)
 		}
 		set[f] = true
-		out, err := exec.CommandContext(ctx, "ldd", f).Output()
+		out, err := exec.CommandContext(ctx, "ldd", f).CombinedOutput()
+		if err != nil && strings.Contains(string(out), "not a dynamic executable") {
+			continue // statically linked (a Go program built without cgo): it needs nothing more
+		}
 		if err != nil {
 			return nil, fmt.Errorf("node image: ldd %s: %w (is it a dynamic ELF program, and is ldd installed?)", f, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 )
 
@@ -33,24 +32,11 @@ const shellDone = "__lockpick_done__"
 // OpenShell starts sh (a path in the image) in the running container of name, with its input and
 // output attached.
 func (s *Session) OpenShell(ctx context.Context, name, sh string) (*Shell, error) {
-	id, err := s.id(name)
+	att, out, err := s.attach(ctx, name, client.ExecCreateOptions{Cmd: []string{sh}, AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("shell: %w", err)
 	}
-	ex, err := s.e.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: []string{sh}, AttachStdin: true, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return nil, fmt.Errorf("shell in container of %s: %w", name, err)
-	}
-	att, err := s.e.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("shell in container of %s: %w", name, err)
-	}
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := stdcopy.StdCopy(pw, pw, att.Reader)
-		pw.CloseWithError(cmpErr(err, io.EOF))
-	}()
-	return &Shell{name: name, att: att, out: bufio.NewReader(pr)}, nil
+	return &Shell{name: name, att: att, out: out}, nil
 }
 
 func cmpErr(err, otherwise error) error {

@@ -34,6 +34,9 @@ func DryRun(cfg Config) (string, error) {
 	case systems.BackendDocker:
 		if !containers.IsLocalHost(cfg.DockerHost) {
 			p("  %d nodes on the remote Docker Engine %s, each a pod of two containers (a network holder publishing the node's port on the Engine host, and the node's own container), of a node image built from this host's binaries, on a new private bridge network there, removed at the end", len(cfg.layout()), cmp.Or(cfg.DockerHost, os.Getenv("DOCKER_HOST")))
+			if cfg.System != "redis-masters" {
+				p("  the servers talk to each other over their holders' addresses; a cut of a path between servers is iptables rules in the calling node's holder, and its latency sends the path's packets there to a queue of its own (NFQUEUE, --queue-bypass) that lockpick's own binary, packed into the node image and run in the holder, holds each packet in for half the delay each way")
+			}
 			break
 		}
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))

@@ -143,6 +143,6 @@ func (p *peerLatency) inPlace() map[string][]string {
 }
 
 // errPeerLatency refuses latency on the paths between servers where neither a proxy sits on them
-// nor the backend slows them: a remote Engine's nodes, whose namespaces no process of this host can
-// enter to read a queue.
-var errPeerLatency = errors.New("paths=peers: the servers of a remote Engine's run talk over their own interfaces, and slowing them takes a reader of a packet queue in their network namespace, which no process on this host can enter on another: use latency on the client paths (drop paths=peers), partition:paths=peers to cut the servers' paths, or the local Engine (drop --docker-host)")
+// nor the backend slows them (the docker backends of both Engines do; this guards a backend that
+// cuts the paths and cannot slow them).
+var errPeerLatency = errors.New("paths=peers: the servers talk over their own interfaces, and this backend cannot slow them: use latency on the client paths (drop paths=peers), or partition:paths=peers to cut the servers' paths")

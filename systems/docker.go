@@ -85,8 +85,9 @@ type docker struct {
 
 	mu    sync.Mutex
 	nodes map[string]*dockerNode
-	// queues are the NFQUEUE numbers of the paths slowed so far (from->to), one per path.
-	queues map[string]uint16
+
+	// queues number the paths slowed in the run (under a lock of their own).
+	queues queueNums
 }
 
 // newDocker creates the run's network; nodes are added with addRedis.
@@ -101,7 +102,7 @@ func newDocker(ctx context.Context, dc DockerConfig, shim string, persist cluste
 	if err != nil {
 		return nil, err
 	}
-	return &docker{session: s, shim: shim, persist: persist, log: log, nodes: map[string]*dockerNode{}, queues: map[string]uint16{}}, nil
+	return &docker{session: s, shim: shim, persist: persist, log: log, nodes: map[string]*dockerNode{}}, nil
 }
 
 // redisPort is the port every redis node listens on inside its container.

@@ -211,8 +211,8 @@ type etcdDocker struct {
 	netCutter
 }
 
-// etcdLocalDocker is etcdDocker on the local Engine, which also slows the paths between members.
-type etcdLocalDocker struct {
+// etcdSlowDocker is etcdDocker that also slows the paths between members (either Engine).
+type etcdSlowDocker struct {
 	etcdDocker
 	PeerSlower
 }

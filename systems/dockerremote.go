@@ -58,7 +58,7 @@ const remoteClockDir = "/lockpick-clock"
 var remoteTools = []string{"sh", "rm"}
 
 // xtablesExtensions are the iptables modules the cuts use (the standard target, TCP and REJECT).
-var xtablesExtensions = []string{"libxt_standard.so", "libxt_tcp.so", "libipt_REJECT.so"}
+var xtablesExtensions = []string{"libxt_standard.so", "libxt_tcp.so", "libipt_REJECT.so", "libxt_NFQUEUE.so"}
 
 // remoteNode is one node of a remote docker backend.
 type remoteNode struct {
@@ -131,16 +131,19 @@ type dockerRemote struct {
 	persist clusters.Persistence
 	log     *slog.Logger
 	host    string
-	// tools are the paths of sh, rm and iptables in the node image.
+	// tools are the paths of sh, rm, iptables and lockpick (the queue reader) in the node image.
 	tools map[string]string
 
 	mu    sync.Mutex
 	nodes map[string]*remoteNode
+
+	// queues number the paths slowed in the run (under a lock of their own).
+	queues queueNums
 }
 
-// remoteImageFiles are the host files of a remote node image: the servers, the shim, the tools and
-// the iptables modules, which iptables opens itself (ldd does not list them). tools are the tools'
-// paths, the same in the image.
+// remoteImageFiles are the host files of a remote node image: the servers, the shim, the tools, the
+// iptables modules, which iptables opens itself (ldd does not list them), and lockpick's own binary,
+// the reader of a slowed path's queue. tools are the tools' paths, the same in the image.
 func remoteImageFiles(bins []string, shim string) (files []string, tools map[string]string, err error) {
 	files = slices.Clone(bins)
 	if shim != "" {
@@ -164,7 +167,10 @@ func remoteImageFiles(bins []string, shim string) (files []string, tools map[str
 	for _, x := range xtablesExtensions {
 		files = append(files, filepath.Join(dir, x))
 	}
-	return files, tools, nil
+	if tools["lockpick"], err = exe(); err != nil {
+		return nil, nil, err
+	}
+	return append(files, tools["lockpick"]), tools, nil
 }
 
 // xtablesDir is where this host's iptables keeps its modules.
@@ -273,7 +279,7 @@ func (b *dockerRemote) addPod(ctx context.Context, sp dockerSpec) (string, error
 		return "", err
 	}
 	n := &remoteNode{name: sp.name, dir: sp.dir, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
-		port: sp.port, peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}}}
+		port: sp.port, peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}, slows: map[string]*peerSlow{}}}
 	n.setCmd(b.tools["sh"], sp.cmd, sp.wipedCmd)
 	b.mu.Lock()
 	b.nodes[sp.name] = n
@@ -626,11 +632,14 @@ func (b *dockerRemote) ClockOffset(name string) (time.Duration, error) {
 	return off, nil
 }
 
-// Close copies each node's files (its log, its data) into the run's store, then removes every
-// container and the network.
+// Close stops the slowdowns still in place, copies each node's files (its log, its data) into the
+// run's store, then removes every container and the network.
 func (b *dockerRemote) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := b.unslowAll(ctx); err != nil {
+		b.log.Warn("a slowdown's reader goes with its holder", "err", err)
+	}
 	b.mu.Lock()
 	nodes := make([]*remoteNode, 0, len(b.nodes))
 	for _, n := range b.nodes {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -238,5 +239,140 @@ func TestCheckRemote(t *testing.T) {
 	err := CheckRemote("zookeeper")
 	if err == nil || !strings.Contains(err.Error(), "drop --docker-host") {
 		t.Fatalf("CheckRemote(zookeeper) = %v, want a refusal that says what to do", err)
+	}
+}
+
+// TestDockerSlowPeer on a remote Engine: the reader runs in the caller's holder, lockpick's own
+// binary (here the test binary, which TestMain makes the same reader) packed into the node image.
+// The replica n2's path to its primary n1 takes the delay on a round trip, while the reverse path,
+// another replica's path to n1 and the harness's own connection to n1 do not; healed, the delay is
+// gone, and neither a rule nor a bound queue is left in n2's namespace. A reader whose lockpick is
+// gone ends by itself, and one killed with its rules in place lets the path through undelayed
+// (--queue-bypass), and its heal says so; jitter stays within its bounds; Close stops a slowdown left in place, and leaves nothing on the Engine.
+func TestDockerRemoteSlowPeer(t *testing.T) {
+	eng := remoteEngine(t)
+	dir := t.TempDir()
+	sys, err := Start(context.Background(), "redis-sentinel", Config{
+		Dir: dir, Groups: []string{"c1"}, Sentinel: SentinelConfig{Replicas: 2, Sentinels: 1},
+		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	b := sys.(*sentinelSys).backend.(*dockerRemote)
+	ps, ok := sys.Backend().(PeerSlower)
+	if !ok {
+		t.Fatal("a remote Engine's docker backend cannot slow the paths between servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Servers call each other at their holders' addresses; the harness at the published ports.
+	addr := map[string]string{"host": b.published("n1")}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		n, err := b.node(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr[name] = net.JoinHostPort(n.peer.ip, strconv.Itoa(n.peer.port))
+	}
+	rtt := func(from, to string) time.Duration { return medianPing(t, b, from, addr[to]) }
+	paths := func() map[string]time.Duration {
+		return map[string]time.Duration{"n2->n1": rtt("n2", "n1"), "n1->n2": rtt("n1", "n2"), "n3->n1": rtt("n3", "n1"), "host->n1": rtt("", "host")}
+	}
+	t.Logf("before: %v", paths())
+
+	const delay = 200 * time.Millisecond
+	if err := ps.SlowPeer(ctx, "n2", "n1", delay, 0); err != nil {
+		t.Fatal(err)
+	}
+	slowed := paths()
+	t.Logf("n2->n1 slowed by %v: %v", delay, slowed)
+	if got := slowed["n2->n1"]; got < delay-10*time.Millisecond || got > delay+150*time.Millisecond {
+		t.Fatalf("n2->n1 slowed by %v: a round trip takes %v", delay, got)
+	}
+	for _, p := range []string{"n1->n2", "n3->n1", "host->n1"} {
+		if slowed[p] > 100*time.Millisecond {
+			t.Fatalf("%s, not slowed, takes %v a round trip", p, slowed[p])
+		}
+	}
+	st, err := ps.UnslowPeer(ctx, "n2", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("unslowed: %+v", st)
+	if st.Delayed == 0 || st.Passed != 0 || st.Failed != 0 {
+		t.Fatalf("the slowdown did %+v: want packets delayed, none passed or failed", st)
+	}
+	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
+		t.Fatalf("n2->n1 healed still takes %v a round trip", got)
+	}
+	nothingQueued(t, b, "n2")
+
+	// Jitter: every round trip within delay +- jitter (each way half of each).
+	if err := ps.SlowPeer(ctx, "n2", "n1", 100*time.Millisecond, 60*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pings(t, b, "n2", addr["n1"], 20) {
+		if r < 35*time.Millisecond || r > 250*time.Millisecond {
+			t.Fatalf("n2->n1 slowed by 100ms +- 60ms: a round trip took %v", r)
+		}
+	}
+
+	// lockpick dies (its connection to the reader closes): the reader ends by itself, the rules
+	// stay, and the path goes on undelayed.
+	n2, _ := b.node("n2")
+	n2.op.Lock()
+	r := n2.peer.slows["n1"].remote
+	n2.op.Unlock()
+	r.out.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.sh(ctx, n2, inHolder, "kill -0 "+strconv.Itoa(r.pid)+" 2>/dev/null"); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader still runs 5s after its connection closed")
+		}
+	}
+	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
+		t.Fatalf("n2->n1 with its reader gone takes %v a round trip: packets wait for nobody", got)
+	}
+	if _, err := ps.UnslowPeer(ctx, "n2", "n1"); err == nil {
+		t.Fatal("unslow after the reader's connection closed: no error, want its counts said missing")
+	}
+	nothingQueued(t, b, "n2")
+
+	// The reader is killed: the rules stay, and the path goes on undelayed.
+	if err := ps.SlowPeer(ctx, "n2", "n1", delay, 0); err != nil {
+		t.Fatal(err)
+	}
+	n2.op.Lock()
+	pid := n2.peer.slows["n1"].remote.pid
+	n2.op.Unlock()
+	if _, err := b.sh(ctx, n2, inHolder, "kill -9 "+strconv.Itoa(pid)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
+		t.Fatalf("n2->n1 with its reader gone takes %v a round trip: packets wait for nobody", got)
+	}
+	if _, err := ps.UnslowPeer(ctx, "n2", "n1"); err == nil || !strings.Contains(err.Error(), "ended before it was stopped") {
+		t.Fatalf("unslow after the reader was killed: %v, want it said", err)
+	}
+	nothingQueued(t, b, "n2")
+
+	// A slowdown left in place is stopped by Close, which leaves nothing on the Engine.
+	if err := ps.SlowPeer(ctx, "n3", "n1", delay, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left, err := eng.Leftovers(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !left.Empty() {
+		t.Fatalf("Close left %s on the Engine", left)
 	}
 }

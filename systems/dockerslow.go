@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,10 +39,12 @@ type PeerSlowStats struct {
 	Delayed, Passed, Failed uint64
 }
 
-// peerSlow is a slowdown in place: its queue number and its reader.
+// peerSlow is a slowdown in place: its queue number and its reader, in lockpick's process (the
+// local Engine) or in the caller's holder (a remote one).
 type peerSlow struct {
-	num   uint16
-	queue *delayQueue
+	num    uint16
+	queue  *delayQueue
+	remote *remoteReader
 }
 
 // slowRules are the rules, in the caller's namespace, that send its connections to ip:port to
@@ -59,11 +62,8 @@ func (b *docker) SlowPeer(ctx context.Context, from, to string, delay, jitter ti
 	if err != nil {
 		return err
 	}
-	if t.peer.port == 0 {
-		return fmt.Errorf("slow %s->%s: %s is called by no other server", from, to, to)
-	}
-	if delay <= 0 || jitter < 0 {
-		return fmt.Errorf("slow %s->%s: delay %v and jitter %v: give a positive delay and a jitter of 0 or more", from, to, delay, jitter)
+	if err := checkSlow(from, to, t.peer, delay, jitter); err != nil {
+		return err
 	}
 	if err := NetToolsMissing(); err != nil {
 		return fmt.Errorf("slow %s->%s: %w", from, to, err)
@@ -93,7 +93,7 @@ func (b *docker) startSlow(ctx context.Context, from, to string, t dockerPeer, d
 		return nil, fmt.Errorf("node %s: %w", from, err)
 	}
 	defer ns.Close()
-	num := b.queueNum(from, to)
+	num := b.queues.of(from, to)
 	q, err := startDelayQueue(ns, num, delay/2, jitter/2)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", from, err)
@@ -108,16 +108,25 @@ func (b *docker) startSlow(ctx context.Context, from, to string, t dockerPeer, d
 	return &peerSlow{num: num, queue: q}, nil
 }
 
-// queueNum is the NFQUEUE number of the path from -> to, the same for the whole run: one per path.
-func (b *docker) queueNum(from, to string) uint16 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// queueNums are the NFQUEUE numbers of the paths a run slowed so far (from->to), one per path.
+type queueNums struct {
+	mu sync.Mutex
+	m  map[string]uint16
+}
+
+// of is the NFQUEUE number of the path from -> to, the same for the whole run.
+func (q *queueNums) of(from, to string) uint16 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	key := from + "->" + to
-	if n, ok := b.queues[key]; ok {
+	if n, ok := q.m[key]; ok {
 		return n
 	}
-	n := uint16(len(b.queues) + 1)
-	b.queues[key] = n
+	if q.m == nil {
+		q.m = map[string]uint16{}
+	}
+	n := uint16(len(q.m) + 1)
+	q.m[key] = n
 	return n
 }
 
@@ -149,12 +158,17 @@ func (b *docker) UnslowPeer(ctx context.Context, from, to string) (PeerSlowStats
 func (b *docker) stopSlow(ctx context.Context, from string, t dockerPeer, s *peerSlow) (PeerSlowStats, error) {
 	matched, cerr := b.queueCounter(ctx, from, s.num)
 	err := b.nsIptables(ctx, from, "-D", slowRules(t.ip, t.port, s.num))
-	qs := s.queue.close()
+	return slowStats(matched, cerr, s.queue.close()), err
+}
+
+// slowStats is what a slowdown did, from its reader's counts and the packets its rules matched
+// (unless counting them failed, cerr): those neither delayed nor failed passed undelayed.
+func slowStats(matched uint64, cerr error, qs delayStats) PeerSlowStats {
 	st := PeerSlowStats{Delayed: qs.Delayed, Failed: qs.Failed}
 	if cerr == nil && matched > qs.Delayed+qs.Failed {
 		st.Passed = matched - qs.Delayed - qs.Failed
 	}
-	return st, err
+	return st
 }
 
 // queueCounter is how many packets the rules sending to queue num matched so far, in node's

@@ -163,8 +163,20 @@ func TestDockerSlowPeerEtcd(t *testing.T) {
 	closed()
 }
 
+// nsPids are backends whose nodes' network namespaces the tests enter, from this host: the local
+// Engine's, and a remote one's that is the local Engine reached over TCP.
+type nsPids interface{ nsPid(node string) int }
+
+// nsPid is the pid of node's container, in its namespace.
+func (b *docker) nsPid(node string) int { return b.session.Pid(context.Background(), node) }
+
+// nsPid is the pid of node's holder, which holds its namespace.
+func (b *dockerRemote) nsPid(node string) int {
+	return b.session.Pid(context.Background(), node+"-net")
+}
+
 // medianPing is the median of pings' round trips.
-func medianPing(t *testing.T, d *docker, from, addr string) time.Duration {
+func medianPing(t *testing.T, d nsPids, from, addr string) time.Duration {
 	rs := pings(t, d, from, addr, 7)
 	slices.Sort(rs)
 	return rs[len(rs)/2]
@@ -172,7 +184,7 @@ func medianPing(t *testing.T, d *docker, from, addr string) time.Duration {
 
 // pings times n PINGs, one after the other, on a connection to the redis server at addr opened in
 // the network namespace of node from's container ("": the host's).
-func pings(t *testing.T, d *docker, from, addr string, n int) []time.Duration {
+func pings(t *testing.T, d nsPids, from, addr string, n int) []time.Duration {
 	t.Helper()
 	c := dialFrom(t, d, from, addr)
 	defer c.Close()
@@ -196,7 +208,7 @@ func pings(t *testing.T, d *docker, from, addr string, n int) []time.Duration {
 // dialFrom connects to addr from the network namespace of node's container: a locked thread enters
 // it, creates and connects the socket (which stays in that namespace), and goes back; a thread
 // that cannot go back is left locked, so it dies with its goroutine.
-func dialFrom(t *testing.T, d *docker, node, addr string) net.Conn {
+func dialFrom(t *testing.T, d nsPids, node, addr string) net.Conn {
 	t.Helper()
 	if node == "" {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -219,7 +231,7 @@ func dialFrom(t *testing.T, d *docker, node, addr string) net.Conn {
 			return
 		}
 		defer home.Close()
-		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", d.session.Pid(context.Background(), node)))
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", d.nsPid(node)))
 		if err != nil {
 			runtime.UnlockOSThread()
 			ch <- result{err: err}
@@ -245,9 +257,9 @@ func dialFrom(t *testing.T, d *docker, node, addr string) net.Conn {
 }
 
 // nothingQueued fails unless node's namespace has no NFQUEUE rule and no queue bound.
-func nothingQueued(t *testing.T, d *docker, node string) {
+func nothingQueued(t *testing.T, d nsPids, node string) {
 	t.Helper()
-	pid := strconv.Itoa(d.session.Pid(context.Background(), node))
+	pid := strconv.Itoa(d.nsPid(node))
 	out, err := exec.Command("nsenter", "-t", pid, "-n", "iptables", "-w", "-S").CombinedOutput()
 	if err != nil {
 		t.Fatalf("iptables -S in %s: %v: %s", node, err, out)
@@ -294,5 +306,18 @@ func TestDelayQueueKeepsOrder(t *testing.T) {
 	}
 	if d := (&delayQueue{delay: 5 * time.Millisecond, jitter: 20 * time.Millisecond}).draw(); d < 0 {
 		t.Fatalf("a negative hold: %v", d)
+	}
+}
+
+// A remote reader's last line gives back its counts; any other line is no counts.
+func TestParseDelayStats(t *testing.T) {
+	st, err := parseDelayStats(delayStatsWord + " 12 3 1")
+	if err != nil || st != (delayStats{Delayed: 12, Overflows: 3, Failed: 1}) {
+		t.Fatalf("parse: %+v %v", st, err)
+	}
+	for _, bad := range []string{"ready 42", "", "nfqueue-stats 1 2"} {
+		if _, err := parseDelayStats(bad); err == nil {
+			t.Fatalf("%q parsed as counts", bad)
+		}
 	}
 }

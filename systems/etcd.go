@@ -339,10 +339,10 @@ func (s *etcdSys) Links() *links.Set { return s.links }
 // Backend implements System.
 func (s *etcdSys) Backend() Backend {
 	if d, ok := s.backend.(*docker); ok {
-		return etcdLocalDocker{etcdDocker{etcdBackend{s.backend, s}, d, d}, d}
+		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, d, d}, d}
 	}
 	if r, ok := s.backend.(*dockerRemote); ok {
-		return etcdDocker{etcdBackend{s.backend, s}, r, r}
+		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, r, r}, r}
 	}
 	return etcdBackend{s.backend, s}
 }

@@ -1,11 +1,14 @@
 package systems
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -81,9 +84,19 @@ type heldPacket struct {
 // mdlayher/socket: a locked thread enters it, creates the socket, and goes back, or dies with the
 // thread if it cannot) and stays there; the reader's goroutines then run anywhere.
 func startDelayQueue(netns *os.File, num uint16, delay, jitter time.Duration) (*delayQueue, error) {
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: int(netns.Fd())})
+	q, err := openDelayQueue(&netlink.Config{NetNS: int(netns.Fd())}, num, delay, jitter)
 	if err != nil {
-		return nil, fmt.Errorf("nfqueue %d: open netlink in %s: %w", num, netns.Name(), err)
+		return nil, fmt.Errorf("nfqueue %d in %s: %w", num, netns.Name(), err)
+	}
+	return q, nil
+}
+
+// openDelayQueue is startDelayQueue in the namespace cfg names (none: the caller's own, as for the
+// reader a remote node's holder runs).
+func openDelayQueue(cfg *netlink.Config, num uint16, delay, jitter time.Duration) (*delayQueue, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nfqueue %d: open netlink: %w", num, err)
 	}
 	q := &delayQueue{conn: conn, num: num, delay: delay, jitter: jitter,
 		held: make(chan heldPacket, nfqMaxLen), stop: make(chan struct{}), done: make(chan struct{})}
@@ -94,6 +107,44 @@ func startDelayQueue(netns *os.File, num uint16, delay, jitter time.Duration) (*
 	go q.receive()
 	go q.release()
 	return q, nil
+}
+
+// RunDelayQueue is the reader of a remote node's slowed path, run by `lockpick internal
+// nfqueue-delay` in the node's holder (whose namespace it is already in): it binds queue num,
+// writes "ready PID" once bound, delays the queue's packets until ctx ends (SIGTERM) or in ends
+// (the lockpick that started it is gone: as on the local Engine, a dead lockpick leaves no path
+// slowed), releases what it holds, and writes its counts as its last line (see parseDelayStats).
+func RunDelayQueue(ctx context.Context, in io.Reader, w io.Writer, num uint16, delay, jitter time.Duration) error {
+	q, err := openDelayQueue(&netlink.Config{}, num, delay, jitter)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "ready %d\n", os.Getpid())
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, in)
+		close(gone)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-gone:
+	}
+	st := q.close()
+	_, err = fmt.Fprintf(w, "%s %d %d %d\n", delayStatsWord, st.Delayed, st.Overflows, st.Failed)
+	return err
+}
+
+// delayStatsWord starts the last line of a remote reader: its delayed, overflow and failed counts.
+const delayStatsWord = "nfqueue-stats"
+
+// parseDelayStats reads a remote reader's last line.
+func parseDelayStats(line string) (delayStats, error) {
+	var st delayStats
+	var word string
+	if _, err := fmt.Sscan(line, &word, &st.Delayed, &st.Overflows, &st.Failed); err != nil || word != delayStatsWord {
+		return delayStats{}, fmt.Errorf("the reader's last line %q holds no counts", strings.TrimSpace(line))
+	}
+	return st, nil
 }
 
 // configure binds the queue and sets it up, each step acknowledged by the kernel.

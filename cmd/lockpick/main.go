@@ -74,7 +74,7 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashe
 		Version:       buildVersion(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())
 	addCompletions(root)
 	return root
 }

@@ -57,7 +57,7 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"matrix", "--nemeses", "clock:target=nowhere", "--store", store},
 		{"run", "--lock", "etcd", "--nemesis", "clock", "--store", store},
 		{"run", "--lock", "etcd", "--nodes", "10", "--store", store},
-		{"run", "--backend", "docker", "--docker-host", "tcp://127.0.0.1:1", "--lock", "etcd", "--nemesis", "latency:paths=peers", "--store", store},
+		{"run", "--backend", "docker", "--docker-host", "tcp://127.0.0.1:1", "--lock", "etcd", "--nemesis", "latency:paths=peers:delay=1ms", "--store", store},
 		{"run", "--backend", "nowhere", "--store", store},
 		{"run", "--endpoints", "127.0.0.1:6379", "--store", store},
 		{"run", "--backend", "external", "--endpoints", "127.0.0.1:6379", "--lock", "single", "--nemesis", "restart", "--store", store},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Only an expectation one violation settles lets a run stop at its first violation: never an
@@ -47,5 +50,26 @@ func TestLongRunsStartFirst(t *testing.T) {
 	}
 	if got := (scenarioOverrides{}).expectedLength(early); got != 65*time.Second {
 		t.Errorf("redlock-restart without --stop-at-first expected to take %v, want its plan", got)
+	}
+}
+
+// A remote Engine's docker backend slows the paths between servers too: `scenario --backend docker
+// --docker-host tcp://...` keeps etcd-peer-latency, and still leaves out what it cannot run.
+func TestOnRemoteBackendKeepsPeerLatency(t *testing.T) {
+	if systems.RemoteNetToolsMissing() != nil {
+		t.Skip("this host has no iptables to pack into a remote node image")
+	}
+	var all []scenarios.Scenario
+	for _, name := range []string{"etcd-peer-latency", "etcd-partition-leader"} {
+		s, err := scenarios.Load(filepath.Join("..", "..", "scenarios", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, s)
+	}
+	var out bytes.Buffer
+	kept := onBackend(&out, all, scenarioOverrides{backend: systems.BackendDocker, dockerHost: "tcp://192.0.2.1:2375"})
+	if len(kept) != 2 || out.Len() != 0 {
+		t.Fatalf("on a remote Engine kept %d of 2, said %q", len(kept), out.String())
 	}
 }

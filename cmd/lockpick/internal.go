@@ -1,0 +1,34 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// newInternalCmd holds what lockpick runs of itself where it cannot run in process, hidden from
+// help: the reader of a slowed path's packet queue, in a remote node's network holder.
+func newInternalCmd() *cobra.Command {
+	c := &cobra.Command{Use: "internal", Hidden: true, Args: cobra.NoArgs,
+		Short: "Helpers lockpick runs of itself in a node's containers"}
+	c.AddCommand(newNfqueueDelayCmd())
+	return c
+}
+
+// newNfqueueDelayCmd is the reader systems.DelayQueueArgs starts: SIGTERM (the run's context) or the
+// end of its input ends it.
+func newNfqueueDelayCmd() *cobra.Command {
+	var queue uint16
+	var delay, jitter time.Duration
+	c := &cobra.Command{Use: "nfqueue-delay", Args: cobra.NoArgs,
+		Short: "Hold each packet of an NFQUEUE queue in this network namespace for a delay, until SIGTERM or the end of input",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return systems.RunDelayQueue(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), queue, delay, jitter)
+		}}
+	c.Flags().Uint16Var(&queue, "queue", 0, "the NFQUEUE queue number")
+	c.Flags().DurationVar(&delay, "delay", 0, "how long each packet is held")
+	c.Flags().DurationVar(&jitter, "jitter", 0, "plus or minus up to this much, drawn per packet")
+	return c
+}
