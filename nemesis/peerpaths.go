@@ -39,24 +39,54 @@ func serverPaths(env Env, mode string) pathCutter {
 type peerPaths struct {
 	cutter systems.PeerCutter
 	mode   string
+	placed placedPaths
+}
 
-	mu     sync.Mutex
-	placed map[string]map[string]bool // from -> to
+// placedPaths are the paths between servers a nemesis has put a fault on and not yet taken it off.
+type placedPaths struct {
+	mu    sync.Mutex
+	paths map[string]map[string]bool // from -> to
+}
+
+// put records the path from -> to as faulted.
+func (p *placedPaths) put(from, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paths == nil {
+		p.paths = map[string]map[string]bool{}
+	}
+	if p.paths[from] == nil {
+		p.paths[from] = map[string]bool{}
+	}
+	p.paths[from][to] = true
+}
+
+// forget records the path from -> to as healed.
+func (p *placedPaths) forget(from, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.paths[from], to)
+	if len(p.paths[from]) == 0 {
+		delete(p.paths, from)
+	}
+}
+
+// list is every faulted path, by caller.
+func (p *placedPaths) list() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]string{}
+	for from, tos := range p.paths {
+		out[from] = slices.Sorted(maps.Keys(tos))
+	}
+	return out
 }
 
 // peerOpTimeout bounds one cut or heal (a few nsenter and iptables runs, and an inspect call).
 const peerOpTimeout = 30 * time.Second
 
 func (p *peerPaths) add(from, to string, _ []links.Toxic) error {
-	p.mu.Lock()
-	if p.placed == nil {
-		p.placed = map[string]map[string]bool{}
-	}
-	if p.placed[from] == nil {
-		p.placed[from] = map[string]bool{}
-	}
-	p.placed[from][to] = true
-	p.mu.Unlock()
+	p.placed.put(from, to)
 	ctx, cancel := context.WithTimeout(context.Background(), peerOpTimeout)
 	defer cancel()
 	return p.cutter.CutPeer(ctx, from, to, p.mode)
@@ -66,24 +96,11 @@ func (p *peerPaths) removeAndReset(ctx context.Context, from, to string, _ bool)
 	if err := p.cutter.HealPeer(ctx, from, to); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.placed[from], to)
-	if len(p.placed[from]) == 0 {
-		delete(p.placed, from)
-	}
+	p.placed.forget(from, to)
 	return nil
 }
 
-func (p *peerPaths) inPlace() map[string][]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string][]string{}
-	for from, tos := range p.placed {
-		out[from] = slices.Sorted(maps.Keys(tos))
-	}
-	return out
-}
+func (p *peerPaths) inPlace() map[string][]string { return p.placed.list() }
 
 // peerLatency slows paths between servers with a systems.PeerSlower. As peerPaths does for cuts, a
 // slowdown is recorded before it is made, so one that half landed is restored all the same; a
@@ -91,24 +108,14 @@ func (p *peerPaths) inPlace() map[string][]string {
 type peerLatency struct {
 	slower systems.PeerSlower
 	log    *slog.Logger
-
-	mu     sync.Mutex
-	placed map[string]map[string]bool // from -> to
+	placed placedPaths
 }
 
 func (p *peerLatency) slow(from, to string, delay, jitter time.Duration) error {
 	if p.slower == nil {
 		return errPeerLatency
 	}
-	p.mu.Lock()
-	if p.placed == nil {
-		p.placed = map[string]map[string]bool{}
-	}
-	if p.placed[from] == nil {
-		p.placed[from] = map[string]bool{}
-	}
-	p.placed[from][to] = true
-	p.mu.Unlock()
+	p.placed.put(from, to)
 	ctx, cancel := context.WithTimeout(context.Background(), peerOpTimeout)
 	defer cancel()
 	return p.slower.SlowPeer(ctx, from, to, delay, jitter)
@@ -123,24 +130,11 @@ func (p *peerLatency) restore(ctx context.Context, from, to string) error {
 		p.log.Info("latency: path between servers restored", "from", from, "to", to,
 			"delayed", st.Delayed, "passed", st.Passed, "failed", st.Failed)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.placed[from], to)
-	if len(p.placed[from]) == 0 {
-		delete(p.placed, from)
-	}
+	p.placed.forget(from, to)
 	return nil
 }
 
-func (p *peerLatency) inPlace() map[string][]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string][]string{}
-	for from, tos := range p.placed {
-		out[from] = slices.Sorted(maps.Keys(tos))
-	}
-	return out
-}
+func (p *peerLatency) inPlace() map[string][]string { return p.placed.list() }
 
 // errPeerLatency refuses latency on the paths between servers where neither a proxy sits on them
 // nor the backend slows them (the docker backends of both Engines do; this guards a backend that

@@ -148,26 +148,12 @@ func (b *dockerRemote) queueCounter(ctx context.Context, n *remoteNode, num uint
 // unslowAll stops every slowdown still in place (the run's end, whatever healed or not).
 func (b *dockerRemote) unslowAll(ctx context.Context) error {
 	b.mu.Lock()
-	nodes := make([]*remoteNode, 0, len(b.nodes))
+	nodes := make([]slowedNode, 0, len(b.nodes))
 	for _, n := range b.nodes {
-		nodes = append(nodes, n)
+		nodes = append(nodes, slowedNode{n.name, &n.op, &n.peer})
 	}
 	b.mu.Unlock()
-	var errs []error
-	for _, n := range nodes {
-		n.op.Lock()
-		tos := make([]string, 0, len(n.peer.slows))
-		for to := range n.peer.slows {
-			tos = append(tos, to)
-		}
-		n.op.Unlock()
-		for _, to := range tos {
-			if _, err := b.UnslowPeer(ctx, n.name, to); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return unslowEvery(ctx, nodes, b.UnslowPeer)
 }
 
 // exe is lockpick's own binary, which a remote node image packs to run the queue reader.

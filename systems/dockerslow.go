@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,21 +213,31 @@ func queuePackets(listing string, num uint16) uint64 {
 // must not outlive the backend.
 func (b *docker) unslowAll(ctx context.Context) error {
 	b.mu.Lock()
-	nodes := make([]*dockerNode, 0, len(b.nodes))
+	nodes := make([]slowedNode, 0, len(b.nodes))
 	for _, n := range b.nodes {
-		nodes = append(nodes, n)
+		nodes = append(nodes, slowedNode{n.name, &n.op, &n.peer})
 	}
 	b.mu.Unlock()
+	return unslowEvery(ctx, nodes, b.UnslowPeer)
+}
+
+// slowedNode is what unslowEvery needs of a node of either docker backend: its name, the lock that
+// guards its paths, and its paths.
+type slowedNode struct {
+	name string
+	op   *sync.Mutex
+	peer *dockerPeer
+}
+
+// unslowEvery stops the slowdown of every path still slowed from nodes, with unslow.
+func unslowEvery(ctx context.Context, nodes []slowedNode, unslow func(ctx context.Context, from, to string) (PeerSlowStats, error)) error {
 	var errs []error
 	for _, n := range nodes {
 		n.op.Lock()
-		tos := make([]string, 0, len(n.peer.slows))
-		for to := range n.peer.slows {
-			tos = append(tos, to)
-		}
+		tos := slices.Collect(maps.Keys(n.peer.slows))
 		n.op.Unlock()
 		for _, to := range tos {
-			if _, err := b.UnslowPeer(ctx, n.name, to); err != nil {
+			if _, err := unslow(ctx, n.name, to); err != nil {
 				errs = append(errs, err)
 			}
 		}
