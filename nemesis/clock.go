@@ -385,7 +385,7 @@ func (c *Clock) quietReset(ctx context.Context, node string) error {
 	}
 	defer heal()
 	wait := 2*c.Env.TTL + time.Second
-	c.Env.Log.Info("quiet reset: clients cut from the node until it holds no lock key", "node", node, "at most", wait)
+	c.Env.Log.Info("quiet reset: clients cut from the node until it holds no lock key", "node", node, "wait", wait)
 	if c.quietStep(ctx, node, wait) {
 		return nil
 	}

@@ -114,25 +114,13 @@ func (b *dockerRemote) UnslowPeer(ctx context.Context, from, to string) (PeerSlo
 	if err != nil {
 		return PeerSlowStats{}, err
 	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	s, ok := f.peer.slows[to]
-	if !ok {
-		return PeerSlowStats{}, nil
-	}
-	// The reader stops whatever happens to the rules: with --queue-bypass a rule left behind lets
-	// its packets through.
-	delete(f.peer.slows, to)
-	matched, cerr := b.queueCounter(ctx, f, s.num)
-	err = b.holderIptables(ctx, f, "-D", slowRules(t.peer.ip, t.peer.port, s.num))
-	qs, rerr := b.stopReader(ctx, f, s.remote)
-	st := slowStats(matched, cerr, qs)
-	if err := errors.Join(err, rerr); err != nil {
-		return st, fmt.Errorf("unslow %s->%s: %w", from, to, err)
-	}
-	b.log.Debug("peer latency removed", "from", from, "to", to, "queue", s.num,
-		"delayed", st.Delayed, "passed", st.Passed, "failed", st.Failed)
-	return st, nil
+	return unslowPath(b.log, slowedNode{from, &f.op, &f.peer}, to, func(s *peerSlow) (PeerSlowStats, error) {
+		// The counters first, then the rules, then the reader, as on the local Engine.
+		matched, cerr := b.queueCounter(ctx, f, s.num)
+		err := b.holderIptables(ctx, f, "-D", slowRules(t.peer.ip, t.peer.port, s.num))
+		qs, rerr := b.stopReader(ctx, f, s.remote)
+		return slowStats(matched, cerr, qs), errors.Join(err, rerr)
+	})
 }
 
 // queueCounter is how many packets the rules sending to queue num matched so far, in n's holder.

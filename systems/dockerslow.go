@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -138,20 +139,27 @@ func (b *docker) UnslowPeer(ctx context.Context, from, to string) (PeerSlowStats
 	if err != nil {
 		return PeerSlowStats{}, err
 	}
-	f.op.Lock()
-	defer f.op.Unlock()
-	s, ok := f.peer.slows[to]
+	return unslowPath(b.log, slowedNode{from, &f.op, &f.peer}, to, func(s *peerSlow) (PeerSlowStats, error) {
+		return b.stopSlow(ctx, from, t.peer, s)
+	})
+}
+
+// unslowPath takes the slowdown of the path from n to `to` out of n's bookkeeping and ends it with
+// stop, under n's op lock; a path not slowed is nothing to do. The slowdown is forgotten whatever
+// stop returns: with --queue-bypass a rule left behind lets its packets through.
+func unslowPath(log *slog.Logger, n slowedNode, to string, stop func(*peerSlow) (PeerSlowStats, error)) (PeerSlowStats, error) {
+	n.op.Lock()
+	defer n.op.Unlock()
+	s, ok := n.peer.slows[to]
 	if !ok {
 		return PeerSlowStats{}, nil
 	}
-	// The reader stops whatever happens to the rules: with --queue-bypass a rule left behind lets
-	// its packets through.
-	delete(f.peer.slows, to)
-	st, err := b.stopSlow(ctx, from, t.peer, s)
+	delete(n.peer.slows, to)
+	st, err := stop(s)
 	if err != nil {
-		return st, fmt.Errorf("unslow %s->%s: %w", from, to, err)
+		return st, fmt.Errorf("unslow %s->%s: %w", n.name, to, err)
 	}
-	b.log.Debug("peer latency removed", "from", from, "to", to, "queue", s.num,
+	log.Debug("peer latency removed", "from", n.name, "to", to, "queue", s.num,
 		"delayed", st.Delayed, "passed", st.Passed, "failed", st.Failed)
 	return st, nil
 }

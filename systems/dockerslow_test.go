@@ -41,45 +41,8 @@ func TestDockerSlowPeer(t *testing.T) {
 	// rtt is the median PING round trip on a connection from node's namespace to the server at
 	// to ("" is the harness, from the host).
 	rtt := func(from, to string) time.Duration { return medianPing(t, d, from, addr[to]) }
-	before := map[string]time.Duration{"n2->n1": rtt("n2", "n1"), "n1->n2": rtt("n1", "n2"), "n3->n1": rtt("n3", "n1"), "host->n1": rtt("", "n1")}
-	t.Logf("before: %v", before)
-
+	slowOnePath(t, ctx, ps, d, addr, rtt, "n1")
 	const delay = 200 * time.Millisecond
-	if err := ps.SlowPeer(ctx, "n2", "n1", delay, 0); err != nil {
-		t.Fatal(err)
-	}
-	slowed := map[string]time.Duration{"n2->n1": rtt("n2", "n1"), "n1->n2": rtt("n1", "n2"), "n3->n1": rtt("n3", "n1"), "host->n1": rtt("", "n1")}
-	t.Logf("n2->n1 slowed by %v: %v", delay, slowed)
-	if got := slowed["n2->n1"]; got < delay-10*time.Millisecond || got > delay+150*time.Millisecond {
-		t.Fatalf("n2->n1 slowed by %v: a round trip takes %v", delay, got)
-	}
-	for _, p := range []string{"n1->n2", "n3->n1", "host->n1"} {
-		if slowed[p] > 100*time.Millisecond {
-			t.Fatalf("%s, not slowed, takes %v a round trip", p, slowed[p])
-		}
-	}
-	st, err := ps.UnslowPeer(ctx, "n2", "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("unslowed: %+v", st)
-	if st.Delayed == 0 || st.Passed != 0 || st.Failed != 0 {
-		t.Fatalf("the slowdown did %+v: want packets delayed, none passed or failed", st)
-	}
-	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
-		t.Fatalf("n2->n1 healed still takes %v a round trip", got)
-	}
-	nothingQueued(t, d, "n2")
-
-	// Jitter: every round trip within delay +- jitter (each way half of each).
-	if err := ps.SlowPeer(ctx, "n2", "n1", 100*time.Millisecond, 60*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range pings(t, d, "n2", addr["n1"], 20) {
-		if r < 35*time.Millisecond || r > 250*time.Millisecond {
-			t.Fatalf("n2->n1 slowed by 100ms +- 60ms: a round trip took %v", r)
-		}
-	}
 
 	// The reader dies (as with lockpick killed): the rules stay, and the path goes on undelayed.
 	n2 := d.nodes["n2"]
@@ -176,6 +139,53 @@ func (b *dockerRemote) nsPid(node string) int {
 }
 
 // medianPing is the median of pings' round trips.
+// slowOnePath slows n2->n1 by 200 ms and checks that a round trip on that path takes it and none
+// on n1->n2, n3->n1 or from the harness (to host) does; heals it and checks it fast again with
+// nothing left queued; then checks that a jittered slowdown keeps every round trip within bounds.
+func slowOnePath(t *testing.T, ctx context.Context, ps PeerSlower, d nsPids, addr map[string]string, rtt func(from, to string) time.Duration, host string) {
+	t.Helper()
+	paths := func() map[string]time.Duration {
+		return map[string]time.Duration{"n2->n1": rtt("n2", "n1"), "n1->n2": rtt("n1", "n2"), "n3->n1": rtt("n3", "n1"), "host->n1": rtt("", host)}
+	}
+	t.Logf("before: %v", paths())
+	const delay = 200 * time.Millisecond
+	if err := ps.SlowPeer(ctx, "n2", "n1", delay, 0); err != nil {
+		t.Fatal(err)
+	}
+	slowed := paths()
+	t.Logf("n2->n1 slowed by %v: %v", delay, slowed)
+	if got := slowed["n2->n1"]; got < delay-10*time.Millisecond || got > delay+150*time.Millisecond {
+		t.Fatalf("n2->n1 slowed by %v: a round trip takes %v", delay, got)
+	}
+	for _, p := range []string{"n1->n2", "n3->n1", "host->n1"} {
+		if slowed[p] > 100*time.Millisecond {
+			t.Fatalf("%s, not slowed, takes %v a round trip", p, slowed[p])
+		}
+	}
+	st, err := ps.UnslowPeer(ctx, "n2", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("unslowed: %+v", st)
+	if st.Delayed == 0 || st.Passed != 0 || st.Failed != 0 {
+		t.Fatalf("the slowdown did %+v: want packets delayed, none passed or failed", st)
+	}
+	if got := rtt("n2", "n1"); got > 100*time.Millisecond {
+		t.Fatalf("n2->n1 healed still takes %v a round trip", got)
+	}
+	nothingQueued(t, d, "n2")
+
+	// Jitter: every round trip within delay +- jitter (each way half of each).
+	if err := ps.SlowPeer(ctx, "n2", "n1", 100*time.Millisecond, 60*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pings(t, d, "n2", addr["n1"], 20) {
+		if r < 35*time.Millisecond || r > 250*time.Millisecond {
+			t.Fatalf("n2->n1 slowed by 100ms +- 60ms: a round trip took %v", r)
+		}
+	}
+}
+
 func medianPing(t *testing.T, d nsPids, from, addr string) time.Duration {
 	rs := pings(t, d, from, addr, 7)
 	slices.Sort(rs)
