@@ -180,7 +180,7 @@ func crashesSince(st *store, p *parsed, since int64) string {
 	var names []string
 	for _, op := range p.nemOps {
 		e := st.at(op.inv)
-		if e.Fault != FaultClientCrash || e.Effect != history.EffectFault || e.Time < since || len(e.Nodes) == 0 {
+		if !killsProcesses(e.Fault) || e.Effect != history.EffectFault || e.Time < since || len(e.Nodes) == 0 {
 			continue
 		}
 		at := e.Value
