@@ -153,6 +153,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 		}
 		return nil, nil
 	}
+	if d := c.died(); d != nil {
+		// Granted by a program the harness had already found dead: no process is left to hold it.
+		c.rec.Record(history.Event{Type: history.Info, Process: c.pid, F: history.FAcquire, Key: key, Error: "the client program died as it answered (" + d.Exit + ")"})
+		return nil, c.retire()
+	}
 	ev := history.Event{
 		Type: history.OK, Process: c.pid, F: history.FAcquire, Key: key,
 		Value: lease.Value, Token: lease.Token, Validity: int64(lease.Validity), Nodes: lease.Nodes, Depth: lease.Depth,
@@ -292,6 +297,9 @@ func (c *client) extend(lease *locks.Lease) (*locks.Lease, history.Type) {
 	ectx, cancel := context.WithTimeout(c.opCtx, c.ttl)
 	renewed, err := c.locker.Extend(ectx, lease, c.ttl)
 	cancel()
+	if d := c.died(); err == nil && d != nil {
+		err = &locks.IndeterminateError{Err: fmt.Errorf("the client program died as it answered (%s)", d.Exit)}
+	}
 	if err != nil {
 		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value, Error: err.Error()}
 		if ev.Type == history.Fail {
