@@ -71,3 +71,25 @@ func TestClientExitDuringARequest(t *testing.T) {
 		t.Fatalf("client exits %+v in a run where no client died", r.ClientExits)
 	}
 }
+
+// A client program's death is no heal liveness counts from: a death late in the recovery leaves
+// liveness judged; a key its dead holder left set for good is still a deadlock.
+func TestClientExitLeavesLivenessJudged(t *testing.T) {
+	h := planned([]string{"k"}).
+		held(0, "k", 100).
+		died("p3", 9900, 9950).
+		end(10000, history.OK, "")
+	if r := mustCheck(t, h.events()); r.Liveness == nil || r.Liveness.Verdict != LiveOK {
+		t.Fatalf("liveness %+v: want ok, judged from the start", r.Liveness)
+	}
+	h = planned([]string{"k"}).
+		add(history.Event{Time: 400, Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "k"}).
+		died("p1", 401, 420).
+		add(history.Event{Time: 402, Type: history.Info, Process: 1, F: history.FAcquire, Key: "k", Error: "client crashed"}).
+		refusedUntil(2, "k", 500, 9800).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	if r.Liveness == nil || r.Liveness.Verdict != LiveDeadlock || !strings.Contains(r.Liveness.Findings[0].Description, "p1 crashed") {
+		t.Fatalf("liveness %+v: want a deadlock naming p1's death", r.Liveness)
+	}
+}

@@ -51,17 +51,25 @@ func LibraryOf(k Kind, revision string) history.Library {
 	return history.Library{Name: "lockpick " + k.Name, Version: revision, Kind: history.LibraryBuiltIn}
 }
 
-// buildModule finds the module that provides package pkg in this binary's build info: the
-// dependency with the longest path that is pkg or a prefix of it. A replaced module reports its
-// replacement's version.
+// buildModule finds the module that provides package pkg in this binary's build info (go test
+// binaries carry none: the version is then unknown).
 func buildModule(pkg string) (module, version string) {
-	module, version = pkg, "(unknown: this binary carries no build info for it)"
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return module, version
+		return pkg, unknownVersion
 	}
+	return moduleOf(pkg, info.Deps)
+}
+
+// unknownVersion is the version of a library the build info does not list.
+const unknownVersion = "(unknown: this binary carries no build info for it)"
+
+// moduleOf is the dependency among deps that provides package pkg: the one with the longest path
+// that is pkg or a prefix of it. A replaced module reports its replacement's version.
+func moduleOf(pkg string, deps []*debug.Module) (module, version string) {
+	module, version = pkg, unknownVersion
 	best := -1
-	for _, d := range info.Deps {
+	for _, d := range deps {
 		if (d.Path == pkg || strings.HasPrefix(pkg, d.Path+"/")) && len(d.Path) > best {
 			best, module, version = len(d.Path), d.Path, d.Version
 			if d.Replace != nil {
