@@ -199,6 +199,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
 	r.Stats.Regrants = regrants(p.holds, r.Faults)
 	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds)
+	r.ClientExits = clientExits(st, p, opts.MaxViolations)
 
 	// Step 6b: the lock's fencing tokens must only go up.
 	var regressions int

@@ -189,7 +189,7 @@ func (pr *parser) event(i int) {
 		}
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
-		if e.Fault == FaultClientCrash && e.Effect == history.EffectFault {
+		if killsProcesses(e.Fault) && e.Effect == history.EffectFault {
 			pr.crashed(e)
 		}
 		return

@@ -59,6 +59,9 @@ type Result struct {
 	OverrunCount int `json:"overrun_count"`
 	// FirstFinding is the earliest finding that makes the run invalid; nil when there is none.
 	FirstFinding *FirstFinding `json:"first_finding,omitempty"`
+	// ClientExits are the client program's deaths nobody asked for (a finding about the lock's
+	// client that does not change Valid); nil when none died.
+	ClientExits *ClientExits `json:"client_exits,omitempty"`
 	// Stats are counts, latencies and availability of the run.
 	Stats Stats `json:"stats"`
 	// Faults are the windows during which the nemesis had a fault in effect.
@@ -295,6 +298,7 @@ func (r *Result) Summary() string {
 		}
 	}
 	r.summarizeLeaseFindings(&b, show)
+	r.summarizeClientExits(&b, show)
 	if res := r.Resource; res != nil {
 		fmt.Fprintf(&b, "data (guard %s): porcupine %s on the counter model, %d segments; reads %d ok %d fail; writes %d accepted, %d rejected, %d unknown\n",
 			res.Guard, res.Porcupine, res.Segments, res.Reads.OK, res.Reads.Fail, res.Writes.OK, res.Writes.Fail, res.Writes.Info)
