@@ -224,6 +224,9 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 		r.Valid = combine(r.Valid, Invalid)
 	}
 
+	// Step 6f: operations that acted on another's lease, and the culprits of unexplained violations.
+	r.nameCulprits(p, opts.MaxViolations)
+
 	r.FirstFinding = firstFinding(r, firstOverlap)
 
 	// Step 7: evidence. Valid needs evidence that the lock was exercised; invalid does not.

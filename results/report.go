@@ -231,6 +231,9 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 	for _, l := range res.LateExtends {
 		out = append(out, "late extend: "+l.Description)
 	}
+	for _, u := range res.Culprits {
+		out = append(out, "culprit ("+u.Kind+", a warning): "+u.Description)
+	}
 	if lv := res.Liveness; lv != nil {
 		for _, f := range lv.Findings {
 			out = append(out, "liveness, "+f.Kind+": "+f.Description)
