@@ -265,6 +265,9 @@ func (r *Result) findOverruns(holds []hold, limit int) {
 func (r *Result) weighEvidence(st *store, run runInfo, p *parsed, keys []string) {
 	var lacking string
 	r.Evidence, lacking = gatherEvidence(st, run, p, keys)
+	if st.n > 0 {
+		r.Evidence.Edges = edgesOf(run, p, &r.Stats)
+	}
 	if !r.Evidence.HasPlan && st.n > 0 {
 		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
 	}
