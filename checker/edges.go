@@ -13,6 +13,9 @@ type Edges struct {
 	// holds that lasted until their deadline (the holder still worked, or never released).
 	NearDeadline int `json:"near_deadline"`
 	ToDeadline   int `json:"to_deadline"`
+	// PastExpiry counts the holds without a deadline (a watchdog lock's) that lasted at least nine
+	// tenths of the plan's expiry, the time the lock must renew them by.
+	PastExpiry int `json:"past_expiry,omitempty"`
 	// SlowClients are the planned latency nemeses aimed at a client group.
 	SlowClients []string `json:"slow_clients,omitempty"`
 	// TimedOut counts the acquires, releases and extends whose outcome is unknown (info).
@@ -46,6 +49,12 @@ func edgesOf(run runInfo, p *parsed, s *Stats) *Edges {
 		return ed
 	}
 	ed.TTL, ed.FractionalTTL = pl.TTL, pl.TTL%1e9 != 0
+	for i := range p.holds {
+		h := &p.holds[i]
+		if !h.dead && h.granted == Never && pl.Expiry > 0 && h.End != Never && 10*(h.End-h.Start) >= 9*pl.Expiry {
+			ed.PastExpiry++
+		}
+	}
 	for _, spec := range pl.Nemeses {
 		name, params, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		switch {
@@ -73,7 +82,10 @@ const fewEdgeHolds = 3
 func (ed *Edges) Line() string {
 	var tried, untried []string
 	holds := fmt.Sprintf("%d holds released in the last tenth of their validity and %d that ran to their deadline", ed.NearDeadline, ed.ToDeadline)
-	if ed.NearDeadline+ed.ToDeadline < fewEdgeHolds {
+	if ed.PastExpiry > 0 {
+		holds += fmt.Sprintf(", %d without a deadline that lasted most of the lock's expiry or longer", ed.PastExpiry)
+	}
+	if ed.atEdge() < fewEdgeHolds {
 		holds = "few holds at the deadline (" + holds + ")"
 		untried = append(untried, holds)
 	} else {
@@ -104,11 +116,14 @@ func (ed *Edges) Line() string {
 	if card == "" {
 		card = "lockpick card"
 	}
-	if len(tried) <= 1 && ed.NearDeadline+ed.ToDeadline >= fewEdgeHolds {
+	if len(tried) <= 1 && ed.atEdge() >= fewEdgeHolds {
 		return fmt.Sprintf("lease edges (no rule: what a valid verdict covers): nothing at the lease's edge was tried beyond holds to the deadline (%s): `%s` runs the edge and fault battery", holds, card)
 	}
 	return fmt.Sprintf("%s: `%s` runs the edge and fault battery", line, card)
 }
+
+// atEdge counts the holds that reached the end of their lease.
+func (ed *Edges) atEdge() int { return ed.NearDeadline + ed.ToDeadline + ed.PastExpiry }
 
 func orNothing(s []string) string {
 	if len(s) == 0 {
