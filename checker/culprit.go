@@ -433,7 +433,7 @@ func (c *culprits) culpritOf(p *parsed, sh *shared, a, b int32) string {
 // remover is the latest operation of another process that may have deleted first's key before
 // second was granted.
 func (c *culprits) remover(p *parsed, first, second *hold) string {
-	var best string
+	var best, fallback string
 	bestAt := int64(-1)
 	when := func(comp int64) string {
 		if gap := second.Start - comp; gap >= 0 {
@@ -458,6 +458,13 @@ func (c *culprits) remover(p *parsed, first, second *hold) string {
 		case op.value != "" && op.value == first.Value:
 			what = fmt.Sprintf("p%d's release at %s named value %s, which the lock had granted p%d too: it deleted p%d's key %s",
 				op.process, FormatTime(op.inv), op.value, first.Process, first.Process, when(op.comp))
+		case op.inv >= first.Start:
+			// Sent once first's grant was complete, an ok release of another value found first's
+			// key on the servers, which a lock that checks the value before deleting refuses.
+			// Named only when nothing more telling is found.
+			fallback = fmt.Sprintf("p%d's release at %s, of its own lease, succeeded while p%d held the key (granted at %s) and deleted it %s",
+				op.process, FormatTime(op.inv), first.Process, FormatTime(first.Start), when(op.comp))
+			continue
 		default:
 			continue
 		}
@@ -470,6 +477,9 @@ func (c *culprits) remover(p *parsed, first, second *hold) string {
 		best = fmt.Sprintf("p%d's extend at %s, %s after its lease ended at %s, succeeded on the key p%d held, %s",
 			l.Process, FormatTime(l.Invoke), FormatSpan(l.Invoke-l.Deadline), FormatTime(l.Deadline), first.Process, when(l.Completed))
 		bestAt = l.Invoke
+	}
+	if best == "" {
+		return fallback
 	}
 	return best
 }

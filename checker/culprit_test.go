@@ -225,3 +225,29 @@ func TestStaleWriteNamesTheHolder(t *testing.T) {
 		t.Errorf("description %q\nwant %q", sw[0].Description, want)
 	}
 }
+
+func TestViolationNamesAReleaseOfAnotherValue(t *testing.T) {
+	// p6's late release deletes p4's key and p5 gets in; p4's own release, on time, then deletes
+	// p5's key and p1 gets in.
+	h := planned([]string{"k"}).
+		grant(6, "k", "n1", 0, 10, "f", 500).
+		grant(4, "k", "n1", 600, 610, "d", 1600).
+		release(6, "k", "f", 700, 705).
+		grant(5, "k", "n1", 720, 730, "e", 1730).
+		release(4, "k", "d", 800, 805).
+		grant(1, "k", "n1", 900, 910, "g", 1910).
+		release(5, "k", "e", 1000, 1005).
+		release(1, "k", "g", 1100, 1105).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	got := map[string]string{}
+	for _, v := range r.Violations {
+		got[describeHold(v.A)[:2]+describeHold(v.B)[:2]] = v.Culprit
+	}
+	if want := "p6's release at 0.700s, 200.0ms after its lease ended at 0.500s, deleted p4's key 25.0ms before p5 was granted"; got["p4p5"] != want {
+		t.Errorf("p4/p5: culprit %q, want %q", got["p4p5"], want)
+	}
+	if want := "p4's release at 0.800s, of its own lease, succeeded while p5 held the key (granted at 0.730s) and deleted it 105.0ms before p1 was granted"; got["p5p1"] != want {
+		t.Errorf("p5/p1: culprit %q, want %q (all %v)", got["p5p1"], want, got)
+	}
+}
