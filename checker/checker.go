@@ -266,7 +266,7 @@ func (r *Result) weighEvidence(st *store, run runInfo, p *parsed, keys []string)
 	var lacking string
 	r.Evidence, lacking = gatherEvidence(st, run, p, keys)
 	if st.n > 0 {
-		r.Evidence.Edges = edgesOf(run, p, &r.Stats)
+		r.Evidence.Edges = edgesOf(run, p, &r.Stats, r.Evidence.Nemeses)
 	}
 	if !r.Evidence.HasPlan && st.n > 0 {
 		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")

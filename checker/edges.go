@@ -35,8 +35,9 @@ type Edges struct {
 	Card string `json:"card,omitempty"`
 }
 
-// edgesOf gathers the edges a run exercised, from its holds, counts and plan (step 7).
-func edgesOf(run runInfo, p *parsed, s *Stats) *Edges {
+// edgesOf gathers the edges a run exercised, from its holds, counts, plan and the faults its
+// nemeses applied (step 7): a planned nemesis that applied none tried nothing.
+func edgesOf(run runInfo, p *parsed, s *Stats, applied []NemesisEvidence) *Edges {
 	ed := &Edges{NearDeadline: s.NearDeadline, TimedOut: s.Acquires.Info + s.Releases.Info + s.Extends.Info,
 		Extends: s.Extends.Total(), NearExtends: p.cul.nearExtends}
 	for i := range p.holds {
@@ -55,7 +56,11 @@ func edgesOf(run runInfo, p *parsed, s *Stats) *Edges {
 			ed.PastExpiry++
 		}
 	}
-	for _, spec := range pl.Nemeses {
+	for _, n := range applied {
+		if n.Applied == 0 {
+			continue
+		}
+		spec := n.Spec
 		name, params, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		switch {
 		case name == "latency" && strings.Contains(params, "group="):

@@ -45,9 +45,11 @@ func TestEdgeLineNamesTheCardForAPlainRun(t *testing.T) {
 func TestEdgeLineListsWhatWasTried(t *testing.T) {
 	h := edgePlanned(1500*time.Millisecond, "latency:group=c2:target=all:mode=spike", "clock:jump=fast:rate=0.008:target=all", "client-clock:target=all:offset=1500ms").
 		edgeHolds(0, 1).
-		acquire(1, "k", 2000, 3500, history.Info, "", 0).
-		end(10000, history.OK, "")
-	ed := mustCheck(t, h.events()).Evidence.Edges
+		acquire(1, "k", 2000, 3500, history.Info, "", 0)
+	for _, f := range []string{"latency", "clock", "client-clock"} {
+		h.nemesis("start", f, history.EffectFault, []string{"n1"}, 4000, 4001)
+	}
+	ed := mustCheck(t, h.end(10000, history.OK, "").events()).Evidence.Edges
 	got := ed.Line()
 	for _, want := range []string{
 		"tried slow clients (latency:group=c2:target=all:mode=spike), 1 requests that timed out, a fractional TTL (1.5s), client clocks moved, node clocks moved (clock:jump=fast:rate=0.008:target=all)",
@@ -69,5 +71,12 @@ func TestEdgeLineCountsExtendsNearTheDeadline(t *testing.T) {
 	ed := mustCheck(t, h.events()).Evidence.Edges
 	if ed.Extends != 1 || ed.NearExtends != 1 {
 		t.Errorf("edges %+v: want one extend, sent near the deadline", ed)
+	}
+}
+
+func TestEdgeLineLeavesOutNemesesThatAppliedNothing(t *testing.T) {
+	h := edgePlanned(time.Second, "client-clock:target=all:offset=1500ms").edgeHolds(0, 4).end(10000, history.OK, "")
+	if ed := mustCheck(t, h.events()).Evidence.Edges; len(ed.ClientClocks) != 0 {
+		t.Errorf("a client-clock nemesis that applied no fault moved no clock: %+v", ed)
 	}
 }
