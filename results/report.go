@@ -252,6 +252,9 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 			out = append(out, "client crash: "+d.Description())
 		}
 	}
+	for _, u := range res.Culprits {
+		out = append(out, "culprit ("+u.Kind+", a warning): "+u.Description)
+	}
 	if lv := res.Liveness; lv != nil {
 		for _, f := range lv.Findings {
 			out = append(out, "liveness, "+f.Kind+": "+f.Description)
