@@ -21,14 +21,13 @@ type collector struct {
 	// history has.
 	fixed    int
 	maxPid   int
-	seq      int64                // acquires invoked so far
-	inflight map[int]*inflightAcq // pid -> its acquire in flight
-	open     map[int][]*openHold  // pid -> ok acquires whose hold has not ended
-	writeInv map[int]int          // pid -> index into writes
+	seq      int64               // acquires invoked so far
+	inflight map[int]inflightAcq // pid -> its acquire in flight
+	open     map[int][]*openHold // pid -> ok acquires whose hold has not ended
+	writeInv map[int]int         // pid -> index into writes
 	// nodeFirst orders the nodes that granted leases by the first acquire (in invoke order) and
 	// place in its list that named them, as a pass over the acquires in order would meet them.
 	nodeFirst map[string][2]int64
-	keys      map[string]string // one copy of each key kept
 	nodeLists map[string][]string
 	keepHolds int8 // 0 undecided, 1 keep ok holds (a resource run), -1 not
 	seenPlan  bool
@@ -54,8 +53,8 @@ type openHold struct {
 
 func newCollector(meta runMeta) *collector {
 	d := &runData{meta: meta, offsets: map[string][]offsetPoint{}, tl: newTLBuilder(), lat: newLatencyData()}
-	return &collector{d: d, fixed: meta.Clients, inflight: map[int]*inflightAcq{}, open: map[int][]*openHold{},
-		writeInv: map[int]int{}, nodeFirst: map[string][2]int64{}, keys: map[string]string{}, nodeLists: map[string][]string{}}
+	return &collector{d: d, fixed: meta.Clients, inflight: map[int]inflightAcq{}, open: map[int][]*openHold{},
+		writeInv: map[int]int{}, nodeFirst: map[string][2]int64{}, nodeLists: map[string][]string{}}
 }
 
 // slotOf is the slot of process pid: its configured client, or its own lane without a configuration.
@@ -81,7 +80,7 @@ func (c *collector) event(e *history.Event) {
 	case e.Process < 0:
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		c.seq++
-		c.inflight[e.Process] = &inflightAcq{seq: c.seq, pid: e.Process, slot: c.slotOf(e.Process), key: c.key(e.Key), inv: e.Time}
+		c.inflight[e.Process] = inflightAcq{seq: c.seq, pid: e.Process, slot: c.slotOf(e.Process), key: e.Key, inv: e.Time}
 		d.rate.invoked(e.Time)
 	case e.F == history.FAcquire:
 		c.completed(e)
@@ -90,7 +89,7 @@ func (c *collector) event(e *history.Event) {
 	case e.F == history.FWrite && e.Type == history.Invoke:
 		v, _ := strconv.ParseInt(e.Value, 10, 64)
 		c.writeInv[e.Process] = len(d.writes)
-		d.writes = append(d.writes, write{pid: e.Process, slot: c.slotOf(e.Process), key: c.key(e.Key), value: v, inv: e.Time, comp: -1})
+		d.writes = append(d.writes, write{pid: e.Process, slot: c.slotOf(e.Process), key: e.Key, value: v, inv: e.Time, comp: -1})
 	case e.F == history.FWrite:
 		if i, ok := c.writeInv[e.Process]; ok {
 			delete(c.writeInv, e.Process)
@@ -131,7 +130,7 @@ func (c *collector) completed(e *history.Event) {
 }
 
 // granted opens the hold of an ok acquire.
-func (c *collector) granted(a *inflightAcq, e *history.Event) {
+func (c *collector) granted(a inflightAcq, e *history.Event) {
 	for i, n := range e.Nodes {
 		at := [2]int64{a.seq, int64(i)}
 		if first, ok := c.nodeFirst[n]; !ok || cmpPos(at, first) < 0 {
@@ -227,22 +226,13 @@ func (c *collector) finish(res *checker.Result) *runData {
 }
 
 // sortedBySeq lists the acquires in flight in the order they were invoked.
-func sortedBySeq(m map[int]*inflightAcq) []*inflightAcq {
-	out := make([]*inflightAcq, 0, len(m))
+func sortedBySeq(m map[int]inflightAcq) []inflightAcq {
+	out := make([]inflightAcq, 0, len(m))
 	for _, a := range m {
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b *inflightAcq) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b inflightAcq) int { return cmp.Compare(a.seq, b.seq) })
 	return out
-}
-
-// key returns the one kept copy of a key name.
-func (c *collector) key(k string) string {
-	if s, ok := c.keys[k]; ok {
-		return s
-	}
-	c.keys[k] = k
-	return k
 }
 
 // nodeList returns the one kept copy of a list of granting nodes.

@@ -12,13 +12,15 @@ import (
 )
 
 // latencyData is what the latency plot draws, gathered one completed acquire at a time: the scatter
-// of each outcome, every point while there are at most maxPlotPoints of it and an even sample past
-// that (every stride-th, the stride doubling), and the quantile lines, exact from every latency
+// of each outcome, every point while at most maxPlotPoints acquires completed and past that an even
+// sample of at most maxPlotPoints/2 per outcome (every stride-th, the stride doubling), as the plot
+// always sampled failed acquires; and the quantile lines, exact from every latency
 // while at most maxPlotPoints acquires completed, and past that from a DDSketch per time bucket (1%
 // relative error; a well-kept mergeable sketch, so buckets widen by merging).
 type latencyData struct {
-	scatter [outcomes]sampled
-	exact   []latPoint // every completed acquire, while there are at most maxPlotPoints
+	completed int
+	scatter   [outcomes]sampled
+	exact     []latPoint // every completed acquire, while there are at most maxPlotPoints
 	// sketches are the latencies (ms) per bucket of width ns once exact has overflowed.
 	sketches []*ddsketch.DDSketch
 	width    int64
@@ -53,10 +55,11 @@ func latencyMS(inv, comp int64) float64 { return math.Max(float64(comp-inv)/1e6,
 
 // add takes a completed acquire.
 func (l *latencyData) add(out byte, inv, comp int64) {
+	l.completed++
 	s := &l.scatter[out]
 	if s.seen%s.stride == 0 {
 		s.pts = append(s.pts, plotter.XY{X: sec(inv), Y: latencyMS(inv, comp)})
-		if len(s.pts) > maxPlotPoints {
+		if l.completed > maxPlotPoints && len(s.pts) > maxPlotPoints/2 {
 			// Keep every other point: those whose index is a multiple of the doubled stride.
 			for i := range (len(s.pts) + 1) / 2 {
 				s.pts[i] = s.pts[2*i]

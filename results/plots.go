@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"maps"
@@ -181,6 +182,9 @@ func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 		if len(pts) == 0 {
 			continue
 		}
+		// Gathered as acquires completed; drawn in the order they were invoked, as always, so
+		// that where points overlap the page does not change.
+		slices.SortStableFunc(pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 		s, err := plotter.NewScatter(pts)
 		if err != nil {
 			return nil, "", fmt.Errorf("latency plot: %w", err)

@@ -15,11 +15,13 @@ import (
 // the run's length, and both are widened once more at the end to the run's length/failBins (the
 // gap exactly so, the bin to the next doubling).
 type tlBuilder struct {
-	lanes   []tlLane
-	fails   int
-	oks     int
-	binW    int64 // µs; 0 while failed acquires are drawn one by one
-	merging bool
+	lanes     []tlLane
+	fails     int
+	oks       int
+	infos     int
+	binW      int64 // µs; 0 while failed acquires are drawn one by one
+	merging   bool  // holds are merged
+	infoMerge bool  // acquires with unknown outcomes are merged, as holds are
 }
 
 // tlLane is one slot's part of the timeline while it is built.
@@ -27,8 +29,13 @@ type tlLane struct {
 	ok, fail, info             []int64 // exact tuples, the first field a delta
 	okLast, failLast, infoLast int64   // µs: the first field of the last tuple of each list
 	bins                       [2][]int64
-	groups                     []holdGroup
-	gap                        int64 // µs, the gap groups are merged under so far
+	holds, infos               spanSet
+}
+
+// spanSet is a slot's holds (or unknown outcomes) merged under a gap that doubles as needed.
+type spanSet struct {
+	groups []holdGroup
+	gap    int64 // µs, the gap groups are merged under so far
 }
 
 // holdGroup is a drawn hold, or holds merged; times in µs, as the tuple draws them.
@@ -40,17 +47,19 @@ type holdGroup struct {
 
 func (g holdGroup) end() int64 { return g.inv + g.lat + g.hold }
 
-// Bounds of the builder: a slot keeps at most maxBins bins and about maxGroups merged holds.
+// Bounds of the builder: a slot keeps at most maxBins bins and about maxGroups merged holds (and
+// as many merged unknown outcomes, past maxExactInfo of them in the run).
 const (
-	maxBins   = 4096
-	maxGroups = 3000
+	maxExactInfo = 30000
+	maxBins      = 4096
+	maxGroups    = 3000
 )
 
 func newTLBuilder() *tlBuilder { return &tlBuilder{} }
 
 func (b *tlBuilder) lane(s int) *tlLane {
 	for len(b.lanes) <= s {
-		b.lanes = append(b.lanes, tlLane{gap: 1})
+		b.lanes = append(b.lanes, tlLane{holds: spanSet{gap: 1}, infos: spanSet{gap: 1}})
 	}
 	return &b.lanes[s]
 }
@@ -115,9 +124,31 @@ func (b *tlBuilder) widenBins() {
 
 // info draws an acquire with an unknown outcome, or one still pending when the history ended.
 func (b *tlBuilder) info(slot int, inv, comp int64, pending bool, pid int) {
+	b.infos++
+	if b.infos > maxExactInfo && !b.infoMerge {
+		b.startInfoMerging()
+	}
 	l := b.lane(slot)
+	if b.infoMerge {
+		l.infos.add(holdGroup{inv: us(inv), lat: us(comp - inv), endedBy: b2i(pending), pid: int64(pid), n: 1})
+		return
+	}
 	l.info = append(l.info, us(inv)-l.infoLast, us(comp-inv), b2i(pending), int64(pid))
 	l.infoLast = us(inv)
+}
+
+// startInfoMerging turns every slot's exact unknown outcomes into groups, as startMerging does holds.
+func (b *tlBuilder) startInfoMerging() {
+	b.infoMerge = true
+	for s := range b.lanes {
+		l := &b.lanes[s]
+		var inv int64
+		for i := 0; i < len(l.info); i += 4 {
+			inv += l.info[i]
+			l.infos.add(holdGroup{inv: inv, lat: l.info[i+1], endedBy: l.info[i+2], pid: l.info[i+3], n: 1})
+		}
+		l.info = nil
+	}
 }
 
 // okStart draws a granted acquire, in the order granted, its hold's end to come (okEnd; until then
@@ -144,7 +175,7 @@ func (b *tlBuilder) okEnd(slot, tuple int, inv, comp, holdEnd int64, by byte, pi
 		l.ok[tuple+2], l.ok[tuple+3] = end-us(comp), int64(by)
 		return
 	}
-	l.addGroup(holdGroup{inv: us(inv), lat: us(comp - inv), hold: end - us(comp), endedBy: int64(by), pid: int64(pid), n: 1})
+	l.holds.add(holdGroup{inv: us(inv), lat: us(comp - inv), hold: end - us(comp), endedBy: int64(by), pid: int64(pid), n: 1})
 }
 
 // startMerging turns every slot's exact holds into groups; the holds not yet ended join when they end.
@@ -156,16 +187,16 @@ func (b *tlBuilder) startMerging() {
 		for i := 0; i < len(l.ok); i += 5 {
 			inv += l.ok[i]
 			if l.ok[i+3] >= 0 {
-				l.addGroup(holdGroup{inv: inv, lat: l.ok[i+1], hold: l.ok[i+2], endedBy: l.ok[i+3], pid: l.ok[i+4], n: 1})
+				l.holds.add(holdGroup{inv: inv, lat: l.ok[i+1], hold: l.ok[i+2], endedBy: l.ok[i+3], pid: l.ok[i+4], n: 1})
 			}
 		}
 		l.ok = nil
 	}
 }
 
-// addGroup adds a hold to the slot's groups, merged into the last one when it began less than the
-// gap after it ended; past 2*maxGroups the groups are merged again under a doubled gap.
-func (l *tlLane) addGroup(g holdGroup) {
+// add adds a hold to the groups, merged into the last one when it began less than the gap after
+// it ended; past 2*maxGroups the groups are merged again under a doubled gap.
+func (l *spanSet) add(g holdGroup) {
 	if n := len(l.groups); n > 0 && g.inv >= l.groups[n-1].inv && g.inv-l.groups[n-1].end() <= l.gap {
 		l.groups[n-1].absorb(g)
 		return
@@ -186,7 +217,7 @@ func (g *holdGroup) absorb(h holdGroup) {
 }
 
 // remerge sorts the groups by invoke and merges those less than gap apart, as mergeHold did.
-func (l *tlLane) remerge(gap int64) {
+func (l *spanSet) remerge(gap int64) {
 	slices.SortStableFunc(l.groups, func(a, b holdGroup) int { return cmp.Compare(a.inv, b.inv) })
 	out := l.groups[:0]
 	for _, g := range l.groups {
@@ -209,9 +240,13 @@ func (b *tlBuilder) encode(t *tlData, end int64) {
 		t.Bin = b.binW
 		t.Notes = append(t.Notes, fmt.Sprintf("%d failed acquires are counted in bins of %s per slot", b.fails, checker.FormatSpan(t.Bin*1000)))
 	}
+	gap := max(end/failBins, 1)
 	if b.merging {
-		t.MergeGap = max(end/failBins, 1)
+		t.MergeGap = gap
 		t.Notes = append(t.Notes, fmt.Sprintf("%d holds; each slot's holds less than %s apart are drawn merged", b.oks, checker.FormatSpan(t.MergeGap*1000)))
+	}
+	if b.infoMerge {
+		t.Notes = append(t.Notes, fmt.Sprintf("%d acquires with an unknown outcome; each slot's less than %s apart are drawn as one", b.infos, checker.FormatSpan(gap*1000)))
 	}
 	for s := range b.lanes {
 		if s >= len(t.Slots) {
@@ -224,8 +259,12 @@ func (b *tlBuilder) encode(t *tlData, end int64) {
 		}
 		sl.OK = l.ok
 		if b.merging {
-			l.remerge(max(t.MergeGap, l.gap))
-			sl.OK = encodeGroups(l.groups)
+			l.holds.remerge(max(gap, l.holds.gap))
+			sl.OK = encodeGroups(l.holds.groups)
+		}
+		if b.infoMerge {
+			l.infos.remerge(max(gap, l.infos.gap))
+			sl.Info = encodeInfos(l.infos.groups)
 		}
 	}
 }
@@ -256,6 +295,18 @@ func encodeGroups(gs []holdGroup) []int64 {
 			by, last5 = 3, g.n
 		}
 		out = append(out, g.inv-last, g.lat, g.hold, by, last5)
+		last = g.inv
+	}
+	return out
+}
+
+// encodeInfos lists a slot's unknown outcomes as info tuples, a merged group spanning its members
+// (its pending flag and process those of the first).
+func encodeInfos(gs []holdGroup) []int64 {
+	var out []int64
+	var last int64
+	for _, g := range gs {
+		out = append(out, g.inv-last, g.lat+g.hold, g.endedBy, g.pid)
 		last = g.inv
 	}
 	return out
