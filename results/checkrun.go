@@ -3,6 +3,7 @@ package results
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
@@ -30,6 +31,9 @@ func CheckRun(dir string, opts checker.Options) (*Checked, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The checker's holds are garbage now: collected before the report is drawn, the report reuses
+	// their memory instead of growing the heap past the check's peak (a tenth of it at 10M operations).
+	runtime.GC()
 	return &Checked{Result: res, dir: dir, data: c.finish(res), metaErr: metaErr}, nil
 }
 

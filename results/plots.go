@@ -262,10 +262,21 @@ func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// maxRatePoints is about the plot's width in pixels: a run longer than that many seconds draws each
+// line as the mean rate over spans of several seconds, which is what its pixels could show anyway,
+// at a fraction of the cost of stroking a segment per second.
+const maxRatePoints = 1200
+
 func addRateLine(p *plot.Plot, name string, perSec []float64, c color.Color) error {
-	pts := make(plotter.XYs, len(perSec))
-	for i, v := range perSec {
-		pts[i] = plotter.XY{X: float64(i) + 0.5, Y: v}
+	span := (len(perSec) + maxRatePoints - 1) / maxRatePoints
+	pts := make(plotter.XYs, 0, len(perSec)/max(span, 1)+1)
+	for i := 0; i < len(perSec); i += span {
+		part := perSec[i:min(i+span, len(perSec))]
+		var sum float64
+		for _, v := range part {
+			sum += v
+		}
+		pts = append(pts, plotter.XY{X: float64(i) + float64(len(part))/2, Y: sum / float64(len(part))})
 	}
 	l, err := plotter.NewLine(pts)
 	if err != nil {
