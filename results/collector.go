@@ -21,8 +21,8 @@ type collector struct {
 	// history has.
 	fixed    int
 	maxPid   int
-	seq      int64               // acquires invoked so far
-	inflight map[int]inflightAcq // pid -> its acquire in flight
+	seq      int64 // acquires invoked so far
+	inflight inflightSet
 	open     map[int][]*openHold // pid -> ok acquires whose hold has not ended
 	writeInv map[int]int         // pid -> index into writes
 	// nodeFirst orders the nodes that granted leases by the first acquire (in invoke order) and
@@ -34,6 +34,7 @@ type collector struct {
 }
 
 type inflightAcq struct {
+	live bool
 	seq  int64
 	pid  int
 	slot int
@@ -53,7 +54,7 @@ type openHold struct {
 
 func newCollector(meta runMeta) *collector {
 	d := &runData{meta: meta, offsets: map[string][]offsetPoint{}, tl: newTLBuilder(), lat: newLatencyData()}
-	return &collector{d: d, fixed: meta.Clients, inflight: map[int]inflightAcq{}, open: map[int][]*openHold{},
+	return &collector{d: d, fixed: meta.Clients, inflight: newInflightSet(meta.Clients), open: map[int][]*openHold{},
 		writeInv: map[int]int{}, nodeFirst: map[string][2]int64{}, nodeLists: map[string][]string{}}
 }
 
@@ -80,7 +81,7 @@ func (c *collector) event(e *history.Event) {
 	case e.Process < 0:
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		c.seq++
-		c.inflight[e.Process] = inflightAcq{seq: c.seq, pid: e.Process, slot: c.slotOf(e.Process), key: e.Key, inv: e.Time}
+		c.inflight.put(inflightAcq{seq: c.seq, pid: e.Process, slot: c.slotOf(e.Process), key: e.Key, inv: e.Time, live: true})
 		d.rate.invoked(e.Time)
 	case e.F == history.FAcquire:
 		c.completed(e)
@@ -101,11 +102,10 @@ func (c *collector) event(e *history.Event) {
 // completed takes an acquire's completion: a refusal or an indeterminate result is drawn at once,
 // a grant when its hold ends.
 func (c *collector) completed(e *history.Event) {
-	a, ok := c.inflight[e.Process]
+	a, ok := c.inflight.take(e.Process, c.slotOf(e.Process))
 	if !ok {
 		return // the checker reports a completion without an invoke
 	}
-	delete(c.inflight, e.Process)
 	d := c.d
 	out := outInfo
 	switch e.Type {
@@ -203,7 +203,7 @@ func (c *collector) finish(res *checker.Result) *runData {
 	if d.clients <= 0 {
 		d.clients = c.maxPid + 1
 	}
-	for _, a := range sortedBySeq(c.inflight) {
+	for _, a := range c.inflight.sorted() {
 		d.tl.info(a.slot, a.inv, d.end, true, a.pid)
 	}
 	for _, hs := range c.open {
@@ -225,10 +225,47 @@ func (c *collector) finish(res *checker.Result) *runData {
 	return d
 }
 
-// sortedBySeq lists the acquires in flight in the order they were invoked.
-func sortedBySeq(m map[int]inflightAcq) []inflightAcq {
-	out := make([]inflightAcq, 0, len(m))
-	for _, a := range m {
+// inflightSet holds the acquires in flight: one per slot where the run's clients are known (a slot's
+// worker asks one thing at a time), in a map otherwise and for any other.
+type inflightSet struct {
+	bySlot []inflightAcq
+	other  map[int]inflightAcq
+}
+
+func newInflightSet(clients int) inflightSet {
+	return inflightSet{bySlot: make([]inflightAcq, max(clients, 0)), other: map[int]inflightAcq{}}
+}
+
+func (s *inflightSet) put(a inflightAcq) {
+	if a.slot < len(s.bySlot) && (!s.bySlot[a.slot].live || s.bySlot[a.slot].pid == a.pid) {
+		s.bySlot[a.slot] = a
+		return
+	}
+	s.other[a.pid] = a
+}
+
+func (s *inflightSet) take(pid, slot int) (inflightAcq, bool) {
+	if a, ok := s.other[pid]; ok {
+		delete(s.other, pid)
+		return a, true
+	}
+	if slot < len(s.bySlot) && s.bySlot[slot].live && s.bySlot[slot].pid == pid {
+		a := s.bySlot[slot]
+		s.bySlot[slot].live = false
+		return a, true
+	}
+	return inflightAcq{}, false
+}
+
+// sorted lists the acquires in flight in the order they were invoked.
+func (s *inflightSet) sorted() []inflightAcq {
+	out := make([]inflightAcq, 0, len(s.other))
+	for _, a := range s.bySlot {
+		if a.live {
+			out = append(out, a)
+		}
+	}
+	for _, a := range s.other {
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b inflightAcq) int { return cmp.Compare(a.seq, b.seq) })
