@@ -28,11 +28,12 @@ type collector struct {
 	// nodeFirst orders the nodes that granted leases by the first acquire (in invoke order) and
 	// place in its list that named them, as a pass over the acquires in order would meet them.
 	nodeFirst map[string][2]int64
-	nodeLists map[string][]string
-	keepHolds int8 // 0 undecided, 1 keep ok holds (a resource run), -1 not
+	nodeLists map[string][]string // one copy of each list of granting nodes a kept hold names
+	keepHolds int8                // 0 undecided, 1 keep ok holds (a resource run), -1 not
 	seenPlan  bool
 }
 
+// inflightAcq is an acquire invoked and not completed yet; live marks a used entry of a slot.
 type inflightAcq struct {
 	live bool
 	seq  int64
