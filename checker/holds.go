@@ -39,6 +39,8 @@ type parsed struct {
 	nemesis []int // indexes of nemesis events, in time order
 	roles   []int // indexes of the system's role changes, in time order
 	nemOps  []nemOp
+	// pairOf maps each nemesis event to the other half of its operation (see readFault).
+	pairOf map[int]int
 	stats   Stats
 	okLat   []int64 // latencies of ok acquires, ns
 	allLat  []int64 // latencies of every completed acquire, ns
@@ -147,7 +149,7 @@ type parser struct {
 
 func newParser(st *store) *parser {
 	return &parser{
-		st: st, p: &parsed{expired: map[string]int{}},
+		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
 		foreign: map[int]bool{},
@@ -183,14 +185,12 @@ func (pr *parser) event(i int) {
 		}
 		// The oldest in-flight invoke of the operation, as validate paired them.
 		q := nemInflight[e.F]
-		k := 0
-		for k < len(q)-1 && e.Fault != "" && st.at(q[k]).Fault != "" && st.at(q[k]).Fault != e.Fault {
-			k++
-		}
+		k := max(matchNemesis(len(q), func(k int) *history.Event { return st.at(q[k]) }, e), 0)
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
+		p.pairOf[q[k]], p.pairOf[i] = i, q[k]
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
-		if e.Fault == FaultClientCrash && e.Effect == history.EffectFault {
-			pr.crashed(e)
+		if op := readFault(st.at(q[k]), e); op.crashes(e) {
+			pr.crashed(op.Nodes, e.Time)
 		}
 		return
 	}
@@ -335,23 +335,25 @@ func (pr *parser) foreignUnlock(e *history.Event) {
 // FaultClientCrash is the client-crash nemesis: its fault kills the processes it names ("p<id>").
 const FaultClientCrash = "client-crash"
 
-// crashed ends the holds of the processes a client crash killed, at the crash's completion: a
-// dead process does no more work, whatever its lease still promised.
-func (pr *parser) crashed(e *history.Event) {
-	for _, n := range e.Nodes {
+// crashed ends the holds of the processes a client crash killed (nodes, read from the crash's
+// invoke and completion as one), at the crash's completion (at): a dead process does no more work,
+// whatever its lease still promised.
+func (pr *parser) crashed(nodes []string, at int64) {
+	for _, n := range nodes {
 		pid, ok := processOf(n)
 		if !ok {
 			continue
 		}
 		for _, id := range pr.open[pid] {
 			h := &pr.p.holds[id]
-			if h.dead || h.End <= e.Time {
+			if h.dead || h.End <= at {
 				continue
 			}
-			h.End, h.EndedBy = max(e.Time, h.Start), "crash"
+			h.End, h.EndedBy = max(at, h.Start), "crash"
 			h.Deadline = min(h.Deadline, h.End)
 		}
 		delete(pr.open, pid)
+		delete(pr.levels, pid)
 	}
 }
 

@@ -255,10 +255,7 @@ func (v *validator) nemesisEvent(i int) error {
 		v.nemesis = append(v.nemesis, i)
 		return nil
 	}
-	k := slices.IndexFunc(v.nemesis, func(j int) bool {
-		inv := v.st.at(j)
-		return inv.F == e.F && (e.Fault == "" || inv.Fault == "" || e.Fault == inv.Fault)
-	})
+	k := matchNemesis(len(v.nemesis), func(k int) *history.Event { return v.st.at(v.nemesis[k]) }, e)
 	if k < 0 {
 		return v.fail(i, "the nemesis completed %q (%s) with no such operation in flight: a completion follows its invoke", e.F, e.Type)
 	}
