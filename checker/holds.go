@@ -145,6 +145,8 @@ type parser struct {
 	expired, noDeadline, strayRelease, strayWork int
 	// foreign marks processes whose release in flight named no hold of theirs.
 	foreign map[int]bool
+	// levels are the reentrant levels each process entered and has not left.
+	levels levelBook[int32]
 }
 
 func newParser(st *store) *parser {
@@ -152,7 +154,7 @@ func newParser(st *store) *parser {
 		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
-		foreign: map[int]bool{},
+		foreign: map[int]bool{}, levels: levelBook[int32]{},
 	}
 }
 
@@ -209,8 +211,8 @@ func (pr *parser) event(i int) {
 
 	if e.Type == history.Invoke {
 		inflight[e.Process] = i
-		if e.F == history.FRelease && e.Depth > 1 {
-			return // an inner level of a reentrant hold: the hold goes on
+		if e.F == history.FRelease && e.Depth > 0 && pr.leftLevel(e) {
+			return
 		}
 		if e.F == history.FRelease {
 			// The release's invoke ends the hold whatever its outcome: the client has left
@@ -249,7 +251,7 @@ func (pr *parser) event(i int) {
 		}
 		p.okLat = append(p.okLat, lat)
 		if e.Depth > 1 && pr.reentered(e, key) {
-			return // the owner entered again: legal, and no new hold
+			return // the owner entered its hold again: legal, and no new hold
 		}
 		if e.Deadline <= 0 {
 			pr.noDeadline++
@@ -261,6 +263,9 @@ func (pr *parser) event(i int) {
 		}}
 		h.granted = dl
 		h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+		if e.Depth > 1 {
+			h.Reentry = pr.lateReentry(e, key)
+		}
 		if expiredOnArrival(e.Time, dl) {
 			h.dead, h.EndedBy = true, "expired on arrival"
 			pr.expired++
@@ -268,6 +273,9 @@ func (pr *parser) event(i int) {
 		}
 		id := int32(len(p.holds))
 		p.holds = append(p.holds, h)
+		if e.Depth > 0 {
+			pr.levels.enter(e.Process, id, e.Depth)
+		}
 		op := open[e.Process]
 		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
 		open[e.Process] = append(op, id)
@@ -367,8 +375,9 @@ func processOf(n string) (int, bool) {
 }
 
 // leaseNews applies a renewal or loss the lock reported by itself to the process's hold of that
-// lease: a renewal that came while the hold lasted moves its deadline; a loss ends it there (before
-// a promised deadline, an early lease loss; a lease with no deadline promised only that news).
+// lease: a renewal is judged as an extend is (renewHold: in time it moves the deadline, after the
+// lease's promise had ended it is a late renewal); a loss ends the hold there (before a promised
+// deadline, an early lease loss; a lease with no deadline promised only that news).
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
 	r := pr.recent[e.Process]
@@ -380,17 +389,15 @@ func (pr *parser) leaseNews(e *history.Event) {
 		return
 	}
 	h := &p.holds[r[k]]
-	if h.dead || e.Time > h.End {
-		return // the hold had ended: news about it revives nothing
-	}
 	if e.F == history.FRenewed {
-		if e.Deadline > h.Deadline {
-			h.Deadline = e.Deadline
-			if h.EndedBy == "expiry" {
-				h.End = e.Deadline
-			}
+		// One rule with extends (renewHold): in time it moves the deadline, late it is a finding.
+		if old := h.Deadline; renewHold(h, e.Time, e.Deadline) {
+			p.lateExtends = append(p.lateExtends, lateRenewal(h, old, e))
 		}
 		return
+	}
+	if h.dead || e.Time > h.End {
+		return // the hold had ended: news of its loss changes nothing
 	}
 	p.stats.Losses++
 	// A lease with no deadline promised to last until its release or until the lock said it was
@@ -406,16 +413,57 @@ func (pr *parser) leaseNews(e *history.Event) {
 	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
 }
 
-// reentered applies an ok acquire by a process that already holds key (its Depth above 1): the
-// owner entering again is legal and makes no new hold. It reports false when the process held no
-// such lease, so that the acquire is judged as a hold of its own.
+// reentered applies an ok acquire at depth above 1 that continues its process's hold of the
+// lease (see continued): legal, and no new hold. It reports false when that hold had ended or
+// there was none, so that the acquire is judged as a hold of its own.
 func (pr *parser) reentered(e *history.Event, key string) bool {
 	hs := pr.open[e.Process]
-	j := findLease(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e.Value)
+	j := continued(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e)
 	if j < 0 {
 		return false
 	}
+	reenter(&pr.p.holds[hs[j]], e)
+	pr.levels.enter(e.Process, hs[j], e.Depth)
 	pr.p.stats.Reentries++
+	return true
+}
+
+// lateReentry says why a re-entry is a hold of its own: "re-entered at 3.000s (depth 2) after its
+// lease was lost at 2.000s".
+func (pr *parser) lateReentry(e *history.Event, key string) string {
+	pr.p.stats.LateReentries++
+	r := pr.recent[e.Process]
+	k := findLease(len(r), func(k int) *hold { return &pr.p.holds[r[k]] }, key, e.Value)
+	if k < 0 {
+		return fmt.Sprintf("re-entered at %s (depth %d) holding no earlier lease of the key", FormatTime(e.Time), e.Depth)
+	}
+	return fmt.Sprintf("re-entered at %s (depth %d) after %s", FormatTime(e.Time), e.Depth, endedWord(&pr.p.holds[r[k]]))
+}
+
+// leftLevel applies the release invoke e at depth d: the process leaves that level, and the hold
+// it belongs to ends when it was the last. It reports false when the process entered no such level,
+// for a release at depth 1 to end the latest matching hold as a release without depth does.
+func (pr *parser) leftLevel(e *history.Event) bool {
+	p := pr.p
+	id, last, found := pr.levels.leave(e.Process, e.Depth, func(id int32) bool {
+		return matchLease(p.holds[id].key, p.holds[id].Value, e.Key, e.Value)
+	})
+	if !found {
+		return e.Depth > 1 // a level never seen entered (a retry, a retired id's): no hold ends
+	}
+	if !last {
+		return true // an inner level: the hold goes on
+	}
+	hs := pr.open[e.Process]
+	for j, o := range hs {
+		if o == id {
+			if h := &p.holds[id]; !h.dead {
+				h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
+			}
+			pr.open[e.Process] = append(hs[:j], hs[j+1:]...)
+			break
+		}
+	}
 	return true
 }
 

@@ -87,6 +87,7 @@ type validator struct {
 	inflight map[int]int       // client process -> position of its in-flight invoke
 	nemesis  []int             // positions of nemesis invokes not yet completed, oldest first
 	final    int               // position of the harness's in-flight final read, -1 if none
+	depths   map[depthKey]*depthState
 }
 
 func (v *validator) fail(i int, format string, args ...any) error {
@@ -188,7 +189,7 @@ func (v *validator) client(i int) error {
 		if e.F == history.FAcquire && v.keys != nil && !v.keys[e.Key] {
 			return v.fail(i, "process %d acquires key %q, which is not among the plan's keys %q", e.Process, e.Key, v.run.plan.Keys)
 		}
-		return nil
+		return v.depthInvoke(i)
 	}
 	j, ok := v.inflight[e.Process]
 	if !ok {
@@ -199,6 +200,9 @@ func (v *validator) client(i int) error {
 		return v.fail(i, "process %d completed %s but its operation in flight is the %s of line %d", e.Process, e.F, inv.F, v.line(j))
 	}
 	delete(v.inflight, e.Process)
+	if err := v.depthDone(i, j); err != nil {
+		return err
+	}
 	switch e.F {
 	case history.FAcquire:
 		return v.acquired(i, j)
@@ -221,6 +225,8 @@ func (v *validator) leaseNews(i int) error {
 		return v.fail(i, "process %d's %s event has a negative deadline (%d)", e.Process, e.F, e.Deadline)
 	case e.F == history.FLost && e.Deadline != 0:
 		return v.fail(i, "process %d's lost event carries a deadline: a lost lease has none", e.Process)
+	case e.Depth != 0:
+		return v.fail(i, "process %d's %s event carries depth %d: a depth belongs on an ok acquire or a release", e.Process, e.F, e.Depth)
 	}
 	return nil
 }
