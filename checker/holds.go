@@ -41,12 +41,12 @@ type parsed struct {
 	nemOps  []nemOp
 	// pairOf maps each nemesis event to the other half of its operation (see readFault).
 	pairOf map[int]int
-	stats   Stats
-	okLat   []int64 // latencies of ok acquires, ns
-	allLat  []int64 // latencies of every completed acquire, ns
-	first   int64
-	last    int64
-	notes   []string
+	stats  Stats
+	okLat  []int64 // latencies of ok acquires, ns
+	allLat []int64 // latencies of every completed acquire, ns
+	first  int64
+	last   int64
+	notes  []string
 	// expired counts, per key, the ok acquires whose lease had expired on arrival.
 	expired map[string]int
 	// lateExtends are the ok extends that completed after their lease had ended (see extendHold);

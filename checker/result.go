@@ -201,7 +201,7 @@ type Stats struct {
 		Refused  int `json:"refused"`
 		Accepted int `json:"accepted"`
 	} `json:"foreign_unlocks"`
-	Losses    int `json:"losses,omitempty"`
+	Losses        int `json:"losses,omitempty"`
 	Reentries     int `json:"reentries,omitempty"`
 	LateReentries int `json:"late_reentries,omitempty"`
 	// NearDeadline counts the holds released within the last tenth of their validity (from the
