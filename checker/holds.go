@@ -84,6 +84,16 @@ func holdEnd(start, deadline, release int64) (end int64, endedBy string) {
 	return end, endedBy
 }
 
+// releaseHold ends h at t, a release invoke of it: the client left its critical section. A hold
+// that had already ended (expired on arrival, reported lost) keeps its end: a release never
+// revives it, even when a renewal at the instant of the loss moved its deadline.
+func releaseHold(h *hold, t int64) {
+	if h.dead || h.EndedBy == "lost" {
+		return
+	}
+	h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, t)
+}
+
 // matchLease reports whether a release or work naming key and value refers to a lease on hkey
 // with value hvalue; an empty key or value matches anything, for locks that do not report them.
 func matchLease(hkey, hvalue, key, value string) bool {
@@ -219,9 +229,7 @@ func (pr *parser) event(i int) {
 			// its critical section.
 			hs := open[e.Process]
 			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-				if h := &p.holds[hs[j]]; !h.dead {
-					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-				}
+				releaseHold(&p.holds[hs[j]], e.Time)
 				open[e.Process] = append(hs[:j], hs[j+1:]...)
 			} else {
 				pr.strayRelease++
@@ -457,9 +465,7 @@ func (pr *parser) leftLevel(e *history.Event) bool {
 	hs := pr.open[e.Process]
 	for j, o := range hs {
 		if o == id {
-			if h := &p.holds[id]; !h.dead {
-				h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-			}
+			releaseHold(&p.holds[id], e.Time)
 			pr.open[e.Process] = append(hs[:j], hs[j+1:]...)
 			break
 		}

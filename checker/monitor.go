@@ -146,9 +146,7 @@ func (m *Monitor) released(e history.Event) {
 	}
 	h := hs[j]
 	m.open[e.Process] = append(hs[:j], hs[j+1:]...)
-	if !h.dead {
-		h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-	}
+	releaseHold(h, e.Time)
 	m.undoRecent(h)
 }
 

@@ -82,8 +82,9 @@ func reenter(h *hold, e *history.Event) {
 
 // renewHold applies to h a renewal that completed at t promising deadline (0: none): an ok extend
 // or the lock's own renewed event, judged by one rule. While the lease's promise lasts it moves the
-// deadline (never earlier), and with it the end of a hold not yet released. After the promise had
-// ended (the deadline passed, the lease was lost, or it expired on arrival) it is late: it changes
+// deadline (never earlier), and with it the end of a hold not yet released. Once the promise had
+// ended (at the deadline, as a lease whose deadline is at its grant grants nothing; at the loss; or
+// on arrival) it is late: it changes
 // no hold, since between the old deadline and the renewal another client may have held the key,
 // and renewHold reports it unless it renews a lease already counted late (see hold.lateTo). A
 // crashed process's hold takes no renewal: the news comes from a dead client.
@@ -91,7 +92,7 @@ func renewHold(h *hold, t, deadline int64) (late bool) {
 	if h.EndedBy == "crash" {
 		return false
 	}
-	if h.dead || t > h.Deadline {
+	if h.dead || t >= h.Deadline {
 		counted := t <= h.lateTo
 		h.lateTo = max(h.lateTo, effectiveDeadline(deadline))
 		return !counted
