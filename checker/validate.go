@@ -49,7 +49,8 @@ type runInfo struct {
 //     before it was asked for cannot have been granted; one that ended while the request was in
 //     flight can, and grants no hold); a failed acquire's reason is held, error or none; a failed
 //     release's or extend's is lost, error or none; an ok extend names its lease and promises a
-//     deadline (see extended).
+//     deadline (see extended);
+//   - reentrancy depths add up (see depth.go).
 //
 // A violation is a *ValidationError naming the line.
 func validate(l *history.Log) (runInfo, error) {
