@@ -82,6 +82,14 @@ type LateExtend struct {
 	Description string `json:"description"`
 }
 
+// Kind names the finding: "late renewal" for the lock's own renewal, else "late extend".
+func (l LateExtend) Kind() string {
+	if l.F == history.FRenewed {
+		return "late renewal"
+	}
+	return "late extend"
+}
+
 // extendHold applies the ok extend e (invoked at inv) to the process's recent holds (step 1) by
 // renewHold's rule, and returns it as a LateExtend when it came after its lease had ended.
 func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend {

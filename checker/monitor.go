@@ -38,7 +38,9 @@ func NewMonitor() *Monitor {
 	}
 }
 
-// Observe feeds the monitor the next event of the history; events must come in history order.
+// Observe feeds the monitor the next event of the history; events must come in history order. It
+// applies re-entries, releases by level, extends, the lock's own news and client crashes by the
+// checker's own step-1 rules (reentry.go), so its count is the checker's.
 //
 // At an acquire ok on key k at time t, every other hold on k still in effect after t (not released,
 // deadline after t) overlaps the new one. A hold's end is taken to be its deadline until its release

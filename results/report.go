@@ -229,7 +229,7 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 		out = append(out, "early lease loss: "+l.Description)
 	}
 	for _, l := range res.LateExtends {
-		out = append(out, "late extend: "+l.Description)
+		out = append(out, l.Kind()+": "+l.Description)
 	}
 	if lv := res.Liveness; lv != nil {
 		for _, f := range lv.Findings {
