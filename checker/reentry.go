@@ -86,13 +86,17 @@ func reenter(h *hold, e *history.Event) {
 // ended (at the deadline, as a lease whose deadline is at its grant grants nothing; at the loss; or
 // on arrival) it is late: it changes
 // no hold, since between the old deadline and the renewal another client may have held the key,
-// and renewHold reports it unless it renews a lease already counted late (see hold.lateTo). A
-// crashed process's hold takes no renewal: the news comes from a dead client.
+// and renewHold reports it unless it renews a lease already counted late (see hold.lateTo) or its
+// own deadline had passed on arrival (it promised nothing, as a lease expired on arrival grants
+// nothing). A crashed process's hold takes no renewal: the news comes from a dead client.
 func renewHold(h *hold, t, deadline int64) (late bool) {
 	if h.EndedBy == "crash" {
 		return false
 	}
 	if h.dead || t >= h.Deadline {
+		if deadline > 0 && deadline <= t {
+			return false // it renewed nothing: its own deadline had passed on arrival
+		}
 		counted := t <= h.lateTo
 		h.lateTo = max(h.lateTo, effectiveDeadline(deadline))
 		return !counted

@@ -188,6 +188,9 @@ func oracle(evs []history.Event) (overlaps, late, reentries, crashes int) {
 			return
 		}
 		if h.dead || t >= h.deadline {
+			if dl > 0 && dl <= t {
+				return
+			}
 			if t > h.lateTo {
 				late++
 			}
