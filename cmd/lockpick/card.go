@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ func newCardCmd() *cobra.Command {
 	var seedList, store, report, from string
 	var only []string
 	var parallel int
+	var list bool
 	var timeLimit time.Duration
 	cmd := &cobra.Command{
 		Use:   "card [LOCK]",
@@ -70,6 +72,10 @@ row could not judge, 255 on bad input or a run that could not start.`,
 			if rows, err = onlyRows(rows, only); err != nil {
 				return err
 			}
+			if list {
+				listRows(cmd.OutOrStdout(), base, rows)
+				return nil
+			}
 			c, err := newCardRun(cmd, base, rows, seeds, store, timeLimit)
 			if err != nil {
 				return err
@@ -94,6 +100,7 @@ row could not judge, 255 on bad input or a run that could not start.`,
 	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/redsync.md)")
 	f.StringVar(&from, "from", "", "run nothing: make the card of the runs already in this store (the latest run of each row and seed, checked again)")
 	f.StringSliceVar(&only, "rows", nil, "run only these rows, by id (for example deadline,restart); the card lists the ids")
+	f.BoolVar(&list, "list", false, "list the lock's rows (and why any is skipped) and run nothing")
 	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every row (default: each row's own, 8s to 40s)")
 	return cmd
 }
@@ -111,6 +118,19 @@ func cardLock(cfg *harness.Config, args []string) error {
 		return fmt.Errorf("card needs a lock: name a shipped one (lockpick card redsync; one of %v) or give your program with --client-cmd 'PROGRAM ARGS'", locks.Names())
 	}
 	return locks.Validate(cfg.Lock)
+}
+
+// listRows prints the battery: each row's id, group, faults, or why it is skipped.
+func listRows(w io.Writer, base harness.Config, rows []cardRow) {
+	fmt.Fprintf(w, "card %s: %s\n", base.Lock, declares(base))
+	for _, row := range rows {
+		if row.skip != "" {
+			fmt.Fprintf(w, "  %-20s %-8s skipped: %s\n", row.id, row.group, row.skip)
+			continue
+		}
+		c := row.config(base)
+		fmt.Fprintf(w, "  %-20s %-8s %s [%s; %s]\n", row.id, row.group, row.what, c.Nemesis, settings(c))
+	}
 }
 
 // onlyRows keeps the rows --rows names.
