@@ -52,7 +52,7 @@ func cardBase(lock harness.Config) harness.Config {
 		c.TTL = harness.Duration(2 * time.Second)
 	}
 	c.TimeLimit, c.Recovery = harness.Duration(cardEdgeLimit), harness.Duration(time.Second)
-	c.StopAtFirst = true
+	c.StopAtFirst, c.Nemesis = true, "none"
 	return c
 }
 

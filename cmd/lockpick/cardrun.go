@@ -19,6 +19,7 @@ import (
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/results"
 )
 
@@ -298,12 +299,21 @@ func storedRun(store string, cfg harness.Config, seed uint64) (string, error) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		dir := filepath.Join(store, cfg.Name, entries[i].Name())
 		got, err := readRunConfig(dir)
-		if err != nil || got.Seed != seed || got.Lock != cfg.Lock || got.Nemesis != cfg.Nemesis || (cfg.Workload != "" && got.Workload != cfg.Workload) {
+		if err != nil || got.Seed != seed || got.Lock != cfg.Lock || normalNemesis(got.Nemesis) != normalNemesis(cfg.Nemesis) || (cfg.Workload != "" && got.Workload != cfg.Workload) {
 			continue
 		}
 		return dir, nil
 	}
 	return "", fmt.Errorf("no stored run of %s with seed %d in %s (of this row's lock, nemeses and workload): run the card first", cfg.Name, seed, store)
+}
+
+// normalNemesis is a nemesis text as a resolved run stores it.
+func normalNemesis(text string) string {
+	specs, err := nemesis.ParseSpecs(text)
+	if err != nil {
+		return text
+	}
+	return nemesis.JoinSpecs(specs)
 }
 
 // runConfig is what a card reads of a stored run's config.json.
