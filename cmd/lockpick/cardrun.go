@@ -380,8 +380,15 @@ func rowLine(row *results.CardRow, v string) string {
 	case v == results.SkippedRow:
 		return "skipped: " + row.Skipped
 	case v == results.Broke:
-		words, at := row.FirstBroken().Finding()
-		return fmt.Sprintf("%s in %d of %d seeds run: %s at %s", v, row.Broken(), len(row.Runs), words, at)
+		r, left := row.FirstBroken(), ""
+		words, at := "invalid", "—"
+		if r.First != nil {
+			words, at = results.FindingWords(r.First.Kind), checker.FormatTime(r.First.At)
+		}
+		if row.NotRun > 0 {
+			left = fmt.Sprintf(", %d left out", row.NotRun)
+		}
+		return fmt.Sprintf("%s: %s at %s (seed %d; %d of %d seeds run broke it%s) %s", v, words, at, r.Seed, row.Broken(), len(row.Runs), left, r.Dir)
 	}
 	return fmt.Sprintf("%s, %d seeds", v, len(row.Runs))
 }
