@@ -277,11 +277,11 @@ func (card *LibraryCard) Markdown(w io.Writer) error {
 	if len(card.Remedies) > 0 {
 		b.WriteString("\n## Remedies\n\n")
 		for _, r := range card.Remedies {
+			fmt.Fprintf(&b, "- **%s**%s: %s", r.Row, card.inherent(r.Row), r.Remedy)
 			if r.By != "" {
-				fmt.Fprintf(&b, "- **%s**: %s (shown by row %s, which kept its promise)\n", r.Row, r.Remedy, r.By)
-			} else {
-				fmt.Fprintf(&b, "- **%s**: %s\n", r.Row, r.Remedy)
+				fmt.Fprintf(&b, " (shown by row %s, which kept its promise)", r.By)
 			}
+			b.WriteString("\n")
 		}
 	}
 	card.writeGroup(&b, GroupLock, "The lock's promise", "No two clients hold a key at once, and no lease ends before the deadline the lock promised. These rows decide the exit code.")
@@ -291,6 +291,16 @@ func (card *LibraryCard) Markdown(w io.Writer) error {
 	card.writeRuns(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// inherent marks a row whose breaking is inherent to leases.
+func (card *LibraryCard) inherent(id string) string {
+	for _, row := range card.Rows {
+		if row.ID == id && row.Group == GroupInherent {
+			return " (inherent to leases: the application must add it)"
+		}
+	}
+	return ""
 }
 
 func (card *LibraryCard) title() string {
@@ -335,7 +345,11 @@ func (card *LibraryCard) writeGroup(b *strings.Builder, group, title, about stri
 	}
 	fmt.Fprintf(b, "| row | what it does to the lock | verdict | first finding | seeds broken / run | time to first finding | %s |\n|---|---|---|---|---|---|---|\n", last)
 	for _, row := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.ID, row.What, row.Verdict(), row.findingCell(), row.seedsCell(), row.timeCell(), row.lastCell(group))
+		v := row.Verdict()
+		if group == GroupInherent && v == Broke {
+			v = "broke it, as any lease does"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.ID, row.What, v, row.findingCell(), row.seedsCell(), row.timeCell(), row.lastCell(group))
 	}
 }
 

@@ -79,7 +79,7 @@ func TestCardHeadlineAndRemedies(t *testing.T) {
 		"- **restart**: restart no sooner than the TTL (shown by row restart-delayed, which kept its promise)",
 		"- **clock-forward**: no remedy shown by this card",
 		"| restart |  | broke its promise | two holders: p2 and p0 \\| both held lockpick:1 | 1 / 1 (2 not run: broken already) | 4.000s | card-x-restart/2 |",
-		"## What the application must add", "| counter-unguarded |  | broke its promise | stale write accepted",
+		"## What the application must add", "| counter-unguarded |  | broke it, as any lease does | stale write accepted", "- **counter-unguarded** (inherent to leases: the application must add it): check-and-set (shown by row counter-cas",
 		"## Remedies tried", "## Skipped", "- reentry (): the lock is not reentrant",
 	} {
 		if !strings.Contains(md, s) {

@@ -293,7 +293,7 @@ func resourceRows(t traits) []cardRow {
 			c.Workload, c.Guard = "counter", guard
 		}
 	}
-	must := "fencing tokens or a check-and-set at the resource: this lock hands out no tokens"
+	must := "use fencing tokens (this lock hands none out) or a check-and-set at the resource"
 	if t.kind.Tokens {
 		must = "guard the resource with the lock's fencing tokens"
 	}
