@@ -40,8 +40,9 @@ time), or could not judge. The headline says SAFE under every row, or UNSAFE und
 broke, with the remedies other rows of the card prove. card.md and card.json go to
 store/card-LOCK/<timestamp>.
 
-It exits 0 when the lock kept its promise in every lock row, 1 when it broke it in any, 2 when a
-row could not judge, 255 on bad input or a run that could not start.`,
+It exits 1 when the lock broke its promise in any lock row; else 255 on bad input or a run that
+could not start; else 2 when a lock row could not judge; else 0 (it kept its promise in every lock
+row). Rows where breaking is inherent to leases, and remedy rows, do not change the exit code.`,
 		Example: `  lockpick card --client-cmd "python3 mylock.py" --client-capabilities extend
   lockpick card redsync
   lockpick card single --rows deadline,restart --seeds 1`,
