@@ -223,6 +223,17 @@ func (card *LibraryCard) Judge() {
 			card.Remedies = append(card.Remedies, card.remediesOf(row)...)
 		}
 	}
+	if bare := card.brokeWithoutFault(); bare != "" {
+		// A remedy changes how the system is run; a lock that breaks with nothing done to it has a
+		// bug no such change fixes: keep only the remedies rows proved, and say so once.
+		proved := []CardRemedy{{Row: bare, Remedy: "none: the lock broke its promise with no fault at all, a bug in the lock itself"}}
+		for _, r := range card.Remedies {
+			if r.By != "" {
+				proved = append(proved, r)
+			}
+		}
+		card.Remedies = proved
+	}
 	switch {
 	case len(broke) > 0:
 		card.Headline = "UNSAFE under: " + strings.Join(broke, ", ")
@@ -231,6 +242,16 @@ func (card *LibraryCard) Judge() {
 	default:
 		card.Headline = "SAFE under every row"
 	}
+}
+
+// brokeWithoutFault is the first lock row with no fault that broke, empty when none did.
+func (card *LibraryCard) brokeWithoutFault() string {
+	for _, row := range card.Rows {
+		if row.Group == GroupLock && row.Nemesis == "none" && row.Verdict() == Broke {
+			return row.ID
+		}
+	}
+	return ""
 }
 
 // remediesOf are the remedies the card proves for a broken row: its remedy rows that kept their

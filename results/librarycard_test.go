@@ -91,6 +91,20 @@ func TestCardHeadlineAndRemedies(t *testing.T) {
 	}
 }
 
+// A lock that breaks with no fault gets no remedy, only the ones rows proved.
+func TestCardNoRemedyForABug(t *testing.T) {
+	card := &LibraryCard{Rows: []*CardRow{
+		{ID: "deadline", Group: GroupLock, Nemesis: "none", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "restart", Group: GroupLock, Nemesis: "restart", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "counter-unguarded", Group: GroupInherent, Runs: []*CardRun{brokenRun(1, checker.FindingStaleWrite)}},
+		{ID: "counter-cas", Group: GroupRemedy, Remedies: "counter-unguarded", Remedy: "check-and-set", Runs: []*CardRun{keptRun(1)}},
+	}}
+	card.Judge()
+	if len(card.Remedies) != 2 || card.Remedies[0].Row != "deadline" || !strings.Contains(card.Remedies[0].Remedy, "no fault") || card.Remedies[1].By != "counter-cas" {
+		t.Errorf("remedies %+v", card.Remedies)
+	}
+}
+
 // A lock that kept its promise everywhere is SAFE; one that could not be judged is not called safe.
 func TestCardHeadlineSafeAndNotJudged(t *testing.T) {
 	card := &LibraryCard{Rows: []*CardRow{{ID: "deadline", Group: GroupLock, Runs: []*CardRun{keptRun(1)}},
