@@ -269,6 +269,7 @@ func runWords(r *results.CardRun) string {
 // row's name, lock, nemeses and workload, checked again from its history by this build's checker.
 func (c *cardRun) fromStore(store string) error {
 	total := len(c.seeds) * c.rowsRun()
+	c.store = store // the runs' directories are named relative to the store they are in
 	for i, row := range c.card.Rows {
 		if row.Skipped != "" {
 			continue
@@ -276,6 +277,13 @@ func (c *cardRun) fromStore(store string) error {
 		for _, seed := range c.seeds {
 			job := cardJob{row: i, seed: seed}
 			dir, err := storedRun(store, c.cfgs[i], seed)
+			if err != nil && row.Verdict() == results.Broke {
+				// The card that made these runs left this seed out: the row had broken already.
+				row.NotRun++
+				c.left[i]--
+				c.done++
+				continue
+			}
 			var out *harness.Outcome
 			if err == nil {
 				var res *checker.Result
