@@ -44,8 +44,9 @@ type LibraryCard struct {
 	// Declares is what the lock declares, in words: system, nodes, deadline, extend, tokens.
 	Declares string    `json:"declares"`
 	Started  time.Time `json:"started"`
-	// Took is the card's wall time.
+	// Took is the card's wall time; Rejudged that it ran nothing, only checked stored runs again.
 	Took     Duration `json:"took"`
+	Rejudged bool     `json:"rejudged,omitempty"`
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
 	Seeds    []uint64 `json:"seeds"`
@@ -293,8 +294,12 @@ func (card *LibraryCard) Markdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# lockpick card: %s\n\n**%s**\n\n", card.title(), card.Headline)
 	fmt.Fprintf(&b, "%s.\n\n", card.identity())
-	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, took %s, lockpick revision %s.\n",
-		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), time.Duration(card.Took).Round(time.Second), card.Revision)
+	took := "took " + time.Duration(card.Took).Round(time.Second).String()
+	if card.Rejudged {
+		took = "made from stored runs, checked again by this build"
+	}
+	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, %s, lockpick revision %s.\n",
+		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), took, card.Revision)
 	if len(card.Remedies) > 0 {
 		b.WriteString("\n## Remedies\n\n")
 		for _, r := range card.Remedies {
@@ -450,7 +455,11 @@ func (card *LibraryCard) writeRuns(b *strings.Builder) {
 				if r.StoppedEarly {
 					early = ", stopped at its first violation"
 				}
-				fmt.Fprintf(b, "- %s seed %d: %s, %d grants, %s%s — %s\n", row.ID, r.Seed, r.Verdict, r.Grants, time.Duration(r.Took).Round(time.Second), early, r.Dir)
+				took := ""
+				if r.Took > 0 {
+					took = ", " + time.Duration(r.Took).Round(time.Second).String()
+				}
+				fmt.Fprintf(b, "- %s seed %d: %s, %d grants%s%s — %s\n", row.ID, r.Seed, r.Verdict, r.Grants, took, early, r.Dir)
 			}
 		}
 	}

@@ -270,6 +270,7 @@ func runWords(r *results.CardRun) string {
 func (c *cardRun) fromStore(store string) error {
 	total := len(c.seeds) * c.rowsRun()
 	c.store = store // the runs' directories are named relative to the store they are in
+	c.card.Rejudged = true
 	for i, row := range c.card.Rows {
 		if row.Skipped != "" {
 			continue
