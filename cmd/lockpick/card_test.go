@@ -159,7 +159,7 @@ func TestTinyCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"**UNSAFE under: restart**", "| deadline |", "kept its promise", "| restart |", "broke its promise", "two holders", "card-single-restart/"} {
+	for _, want := range []string{"**UNSAFE under: restart**", "| deadline |", "kept its promise", "| restart |", "broke its promise", "card-single-restart/"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("card lacks %q:\n%s", want, md)
 		}
