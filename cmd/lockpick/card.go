@@ -38,7 +38,7 @@ and a row broken in one seed runs no more seeds.
 Each row is a verdict about the lock: kept its promise, broke it (with the first finding and its
 time), or could not judge. The headline says SAFE under every row, or UNSAFE under the rows it
 broke, with the remedies other rows of the card prove. card.md and card.json go to
-store/card-LOCK/<timestamp>.
+store/card-LOCK/<timestamp> (card-PROGRAM after the program's last word for --client-cmd).
 
 It exits 1 when the lock broke its promise in any lock row; else 255 on bad input or a run that
 could not start; else 2 when a lock row could not judge; else 0 (it kept its promise in every lock

@@ -98,6 +98,9 @@ func TestBatteryOfAClientProgram(t *testing.T) {
 	}
 	rich := battery(t, harness.Config{Lock: locks.ClientLock, ClientCmd: prog, ClientCaps: []string{"extend", "token", "reentrant"}, Nodes: 5})
 	expectRows(t, "client", rich, []string{"extend", "extend-slow", "reentry", "partition-minority", "counter-fenced"}, nil)
+	if name := rich["deadline"].config(cardBase(harness.Config{Lock: locks.ClientLock, ClientCmd: []string{"/usr/bin/python3", "my lock.py"}})).Name; name != "card-my-lock.py-deadline" {
+		t.Errorf("a program's run is named %s", name)
+	}
 	onEtcd := battery(t, harness.Config{Lock: locks.ClientLock, ClientCmd: prog, System: "etcd"})
 	expectRows(t, "client on etcd", onEtcd, []string{"leader-kill"}, []string{"clock-forward"})
 }

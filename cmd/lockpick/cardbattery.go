@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -103,9 +104,25 @@ type traits struct {
 // config is the row's run: base changed by the row.
 func (row cardRow) config(base harness.Config) harness.Config {
 	c := base
-	c.Name = "card-" + base.Lock + "-" + row.id
+	c.Name = cardName(base) + "-" + row.id
 	row.shape(&c)
 	return c
+}
+
+// cardName names a card and its runs in the store: card-LOCK, or for a client program
+// card-PROGRAM after the program's last word (card-redis_lock.py), so that the cards of two
+// programs keep their runs apart.
+func cardName(base harness.Config) string {
+	if base.Lock != locks.ClientLock || len(base.ClientCmd) == 0 {
+		return "card-" + base.Lock
+	}
+	prog := filepath.Base(base.ClientCmd[len(base.ClientCmd)-1])
+	return "card-" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-", r) {
+			return r
+		}
+		return '-'
+	}, strings.TrimLeft(prog, "."))
 }
 
 // faulty makes c a fault row: longer, with faults every cardInterval and nemesis n.

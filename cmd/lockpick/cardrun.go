@@ -49,7 +49,7 @@ const cardOverhead = 4 * time.Second
 
 func newCardRun(cmd *cobra.Command, base harness.Config, rows []cardRow, seeds []uint64, store string, timeLimit time.Duration) (*cardRun, error) {
 	began := time.Now()
-	dir, err := results.NewRunDir(store, "card-"+base.Lock, began)
+	dir, err := results.NewRunDir(store, cardName(base), began)
 	if err != nil {
 		return nil, err
 	}
