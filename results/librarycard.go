@@ -99,7 +99,10 @@ type CardRow struct {
 	Remedy   string `json:"remedy,omitempty"`
 	Must     string `json:"must,omitempty"`
 	// Skipped says why the row did not run on this lock, system or backend.
-	Skipped  string     `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Plain marks the row that does nothing to the lock but use it: broken there, the lock has a
+	// bug no remedy fixes.
+	Plain    bool       `json:"plain,omitempty"`
 	Nemesis  string     `json:"nemesis,omitempty"`
 	Settings string     `json:"settings,omitempty"`
 	Runs     []*CardRun `json:"runs,omitempty"`
@@ -227,7 +230,7 @@ func (card *LibraryCard) Judge() {
 	if bare := card.brokeWithoutFault(); bare != "" {
 		// A remedy changes how the system is run; a lock that breaks with nothing done to it has a
 		// bug no such change fixes: keep only the remedies rows proved, and say so once.
-		proved := []CardRemedy{{Row: bare, Remedy: "none: the lock broke its promise with no fault at all, a bug in the lock itself"}}
+		proved := []CardRemedy{{Row: bare, Remedy: "none: it broke with no fault at all, a bug in the lock itself"}}
 		for _, r := range card.Remedies {
 			if r.By != "" {
 				proved = append(proved, r)
@@ -245,10 +248,10 @@ func (card *LibraryCard) Judge() {
 	}
 }
 
-// brokeWithoutFault is the first lock row with no fault that broke, empty when none did.
+// brokeWithoutFault is the plain lock row when it broke, empty otherwise.
 func (card *LibraryCard) brokeWithoutFault() string {
 	for _, row := range card.Rows {
-		if row.Group == GroupLock && row.Nemesis == "none" && row.Verdict() == Broke {
+		if row.Group == GroupLock && row.Plain && row.Verdict() == Broke {
 			return row.ID
 		}
 	}
@@ -266,8 +269,11 @@ func (card *LibraryCard) remediesOf(broken *CardRow) []CardRemedy {
 	}
 	if len(out) == 0 {
 		none := "no remedy shown by this card"
-		if broken.Must != "" {
+		switch {
+		case broken.Must != "":
 			none = broken.Must
+		case broken.Nemesis == "none":
+			none = "none: it broke with no fault at all, a bug in the lock itself"
 		}
 		out = append(out, CardRemedy{Row: broken.ID, Remedy: none})
 	}

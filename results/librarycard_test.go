@@ -94,7 +94,7 @@ func TestCardHeadlineAndRemedies(t *testing.T) {
 // A lock that breaks with no fault gets no remedy, only the ones rows proved.
 func TestCardNoRemedyForABug(t *testing.T) {
 	card := &LibraryCard{Rows: []*CardRow{
-		{ID: "deadline", Group: GroupLock, Nemesis: "none", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "deadline", Group: GroupLock, Nemesis: "none", Plain: true, Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
 		{ID: "restart", Group: GroupLock, Nemesis: "restart", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
 		{ID: "counter-unguarded", Group: GroupInherent, Runs: []*CardRun{brokenRun(1, checker.FindingStaleWrite)}},
 		{ID: "counter-cas", Group: GroupRemedy, Remedies: "counter-unguarded", Remedy: "check-and-set", Runs: []*CardRun{keptRun(1)}},

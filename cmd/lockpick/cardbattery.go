@@ -43,6 +43,9 @@ const (
 	cardInterval   = 3 * time.Second  // mean time between faults of a fault row
 )
 
+// plainRow is the row that does nothing to the lock but use it.
+const plainRow = "deadline"
+
 // cardBase is the run every row of lock changes: the self-test's shape (ten clients on three keys,
 // holds drawn across the validity), stopping at the first violation.
 func cardBase(lock harness.Config) harness.Config {

@@ -63,7 +63,7 @@ func newCardRun(cmd *cobra.Command, base harness.Config, rows []cardRow, seeds [
 		}
 		c.cfgs = append(c.cfgs, cfg)
 		cr := &results.CardRow{ID: row.id, What: row.what, Group: row.group, Remedies: row.remedies, Remedy: row.remedy,
-			Must: row.must, Skipped: row.skip}
+			Must: row.must, Skipped: row.skip, Plain: row.id == plainRow}
 		if row.skip == "" {
 			cr.Nemesis, cr.Settings = cfg.Nemesis, settings(cfg)
 			c.left = append(c.left, len(seeds))
