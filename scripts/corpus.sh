@@ -25,8 +25,8 @@ token_wallclock     | token_wallclock.py     | invalid  | --time-limit 8s --clie
 validity_plus_drift | validity_plus_drift.py | invalid  | --time-limit 8s --client-capabilities validity --think-max 5ms
 retry_exists        | retry_exists.py        | invalid  | --time-limit 8s --client-groups 2 --nemesis latency:group=c2:target=all:mode=spike:duration=1s:interval=1s
 extend_get_pexpire  | extend_get_pexpire.py  | invalid  | --time-limit 8s --client-capabilities extend --extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
-watchdog_blind      | watchdog_blind.py      | invalid  | --time-limit 8s --client-capabilities watchdog,validity --nemesis client-pause:target=all:duration=2s:interval=1s
-zombie_watchdog     | zombie_watchdog.py     | deadlock | --time-limit 8s --recovery 5s --client-capabilities watchdog --nemesis partition:kind=isolate:mode=drop:duration=700ms:interval=1s
+watchdog_blind      | watchdog_blind.py      | invalid  | --time-limit 8s --client-capabilities watchdog,validity --nemesis client-pause:duration=2s:interval=1s
+zombie_watchdog     | zombie_watchdog.py     | deadlock | --time-limit 8s --recovery 5s --client-capabilities watchdog,validity --nemesis partition:kind=isolate:mode=drop:duration=400ms:interval=2s
 redlock_reachable_quorum | redlock_reachable_quorum.py | invalid | --time-limit 8s --nodes 5 --client-capabilities validity --client-groups 2 --nemesis partition:kind=client-majority:duration=3s:interval=1s
 correct_single-none        | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend
 correct_single-extend      | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --extend

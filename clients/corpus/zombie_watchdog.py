@@ -28,34 +28,37 @@ class Lock:
         self.addr, self.timeout = m["nodes"][0]["addr"], node_timeout(m)
         self.r = connect(self.addr, self.timeout)
         self.dogs = {}
-        return "corpus zombie_watchdog", {"watchdog": True}
+        return "corpus zombie_watchdog", {"watchdog": True, "validity": True}
 
-    def watchdog(self, key, value, ttl, stop, t_acq):
+    def watchdog(self, key, value, ttl, stop):
         r = connect(self.addr, self.timeout)
-        valid_until = t_acq + (ttl - drift_ms(ttl)) / 1000
         while not stop.wait(ttl / 3000):
             t0 = time.monotonic()
             try:
                 renewed = r.eval(PEXPIRE_IF_MINE, 1, key, value, ttl)
             except Exception as e:  # noqa: BLE001
                 log("renewal of %s failed: %r" % (key, e))
-                renewed = None
+                continue
             if stop.is_set():
                 return
-            if renewed == 0 or (renewed is None and time.monotonic() >= valid_until):
+            if not renewed:
                 send({"type": "lost", "key": key, "value": value})
                 return
-            if renewed:
-                valid_until = t0 + (ttl - drift_ms(ttl)) / 1000
+            left = ttl - drift_ms(ttl) - (time.monotonic() - t0) * 1000
+            if left > 0:
+                send({"type": "renewed", "key": key, "value": value, "validity_ms": int(left)})
 
     def acquire(self, m):
         t0, ttl, value = time.monotonic(), m["ttl_ms"], uuid.uuid4().hex
         if not self.r.set(m["key"], value, nx=True, px=ttl):
             raise Refused("held")
+        validity = ttl - drift_ms(ttl)
+        if time.monotonic() >= t0 + validity / 1000:
+            raise Refused("not_acquired", "validity used up before the reply")
         stop = threading.Event()
         self.dogs[(m["key"], value)] = stop
-        threading.Thread(target=self.watchdog, args=(m["key"], value, ttl, stop, t0), daemon=True).start()
-        return {"value": value}
+        threading.Thread(target=self.watchdog, args=(m["key"], value, ttl, stop), daemon=True).start()
+        return {"value": value, "validity_ms": validity}
 
     def release(self, m):
         lease = (m["key"], m["value"])
