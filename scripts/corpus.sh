@@ -33,7 +33,7 @@ retry_exists        | retry_exists.py        | invalid  | --time-limit 8s --clie
 extend_get_pexpire  | extend_get_pexpire.py  | invalid  | --time-limit 8s --client-capabilities extend --extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
 watchdog_blind      | watchdog_blind.py      | invalid  | --time-limit 8s --client-capabilities watchdog,validity --nemesis client-pause:duration=2s:interval=1s
 extend_adds         | extend_adds.py         | invalid  | --time-limit 8s --client-capabilities validity,extend --extend
-zombie_watchdog     | zombie_watchdog.py     | deadlock | --time-limit 8s --recovery 5s --client-capabilities watchdog,validity --nemesis partition:kind=isolate:mode=drop:duration=400ms:interval=2s
+zombie_watchdog     | zombie_watchdog.py     | deadlock | --time-limit 8s --recovery 5s --keys 8 --node-timeout 1s --hold-max 300ms --client-capabilities watchdog,validity --nemesis partition:kind=isolate:mode=drop:duration=700ms:interval=5s
 redlock_reachable_quorum | redlock_reachable_quorum.py | invalid | --time-limit 8s --nodes 5 --client-capabilities validity --client-groups 2 --nemesis partition:kind=client-majority:duration=3s:interval=1s
 correct_single-none        | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend
 correct_single-extend      | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --extend
@@ -44,7 +44,7 @@ correct_single-drift       | correct_single.py | valid | --time-limit 16s --clie
 correct_single-extend-slow | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
 correct_single-clock-5s    | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --think-max 5ms --nemesis client-clock:target=all:offset=5s:duration=2s:interval=1s
 correct_single-client-pause | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --nemesis client-pause:duration=2s:interval=1s
-correct_single-drop        | correct_single.py | valid | --time-limit 8s --recovery 5s --client-capabilities validity,extend --nemesis partition:kind=isolate:mode=drop:duration=400ms:interval=2s
+correct_single-drop        | correct_single.py | valid | --time-limit 8s --recovery 5s --keys 8 --node-timeout 1s --hold-max 300ms --client-capabilities validity,extend --nemesis partition:kind=isolate:mode=drop:duration=700ms:interval=5s
 correct_redlock-none       | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend
 correct_redlock-extend     | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend --extend
 correct_redlock-slow-group | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=minority:mode=steady:delay=700ms:duration=2s:interval=500ms
@@ -84,7 +84,7 @@ PY
     gap) if [ "$verdict" = invalid ]; then ok=PASS; elif [ "$ALLOW_GAPS" = 1 ]; then ok=GAP; fi ;;
     deadlock) [ "$verdict" = invalid ] && case $first in deadlock*) ok=PASS ;; esac ;;
   esac
-  printf '%s %-27s expect %-8s got %-8s (%ss) %s\n' "$ok" "$name" "$expect" "$verdict" "$((SECONDS - t0))" "$first" | tee "$RESULTS/$name.line"
+  printf '%s %-27s seed %s expect %-8s got %-8s (%ss) %s\n' "$ok" "$name" "$SEED" "$expect" "$verdict" "$((SECONDS - t0))" "$first" | tee "$RESULTS/$name.line"
 }
 
 names=()

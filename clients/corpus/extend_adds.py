@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""BROKEN (extend believed to add time): extend sends an owner-checked PEXPIRE key ttl, which sets
-the key's remaining time to ttl, but promises the time that was left plus ttl.
+"""BROKEN (extend believed to add time): extend runs an owner-checked Lua PEXPIRE key ttl, which
+sets the key's remaining time to ttl, but promises the time the key had left (its PTTL, read in
+the same script) plus ttl.
 
 Why a developer writes it: "extend the lease by ttl" reads as adding, as in `lease.extend(30)`
 APIs that add; PEXPIRE's "set the timeout" semantics are easy to misremember, and the renewal
 itself is the textbook atomic Lua check.
 Interleaving: A renews with a third of its validity left: the key now lives ttl from the renewal,
-but A is promised ttl + what was left; the key expires, B acquires, and A works on into B's lease
+but A is promised ttl + the ~0.5 TTL the key had left; the key expires, B acquires, and A works on into B's lease
 until the promise it was given ends. Declares validity and extend; one node; exposed by --extend.
 """
 import os
@@ -15,7 +16,12 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lockproto import DEL_IF_MINE, PEXPIRE_IF_MINE, Refused, connect, drift_ms, node_timeout, serve  # noqa: E402
+from lockproto import DEL_IF_MINE, Refused, connect, drift_ms, node_timeout, serve  # noqa: E402
+
+
+# Owner-checked renewal that returns the key's remaining time before it (-3: not this lease's).
+RENEW = ("if redis.call('get', KEYS[1]) == ARGV[1] then local left = redis.call('pttl', KEYS[1]); "
+         "redis.call('pexpire', KEYS[1], ARGV[2]); return left else return -3 end")
 
 
 class Lock:
@@ -45,13 +51,14 @@ class Lock:
         margin = (drift_ms(ttl) + 20) / 1000
         if old is None or t0 >= old - margin:
             raise Refused("lost", "the lease's validity has ended")
-        if not self.r.eval(PEXPIRE_IF_MINE, 1, m["key"], m["value"], ttl):
+        left = self.r.eval(RENEW, 1, m["key"], m["value"], ttl)
+        if left < 0:
             raise Refused("lost")
         if time.monotonic() >= old - margin:
             raise Refused("lost", "renewal confirmed after the lease's deadline")
-        new = old + (ttl - drift_ms(ttl)) / 1000  # the defect: PEXPIRE sets the TTL, it does not add
-        self.deadline[lease] = new
-        return {"validity_ms": int((new - t0) * 1000)}
+        validity = left + ttl - drift_ms(ttl)  # the defect: PEXPIRE sets the TTL, it does not add
+        self.deadline[lease] = t0 + validity / 1000
+        return {"validity_ms": validity}
 
 
 if __name__ == "__main__":

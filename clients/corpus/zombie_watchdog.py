@@ -32,12 +32,14 @@ class Lock:
 
     def watchdog(self, key, value, ttl, stop):
         r = connect(self.addr, self.timeout)
-        while not stop.wait(ttl / 3000):
-            t0 = time.monotonic()
+        pause = ttl / 3000
+        while not stop.wait(pause):
+            t0, pause = time.monotonic(), ttl / 3000
             try:
                 renewed = r.eval(PEXPIRE_IF_MINE, 1, key, value, ttl)
             except Exception as e:  # noqa: BLE001
-                log("renewal of %s failed: %r" % (key, e))
+                log("renewal of %s failed: %r; retrying" % (key, e))
+                pause = 0.02  # retry soon: the lease is running out
                 continue
             if stop.is_set():
                 return
