@@ -32,9 +32,10 @@ validity_plus_drift | validity_plus_drift.py | invalid  | --time-limit 8s --clie
 retry_exists        | retry_exists.py        | invalid  | --time-limit 8s --client-groups 2 --nemesis latency:group=c2:target=all:mode=spike:duration=1s:interval=1s
 extend_get_pexpire  | extend_get_pexpire.py  | invalid  | --time-limit 8s --client-capabilities extend --extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
 watchdog_blind      | watchdog_blind.py      | invalid  | --time-limit 8s --client-capabilities watchdog,validity --nemesis client-pause:duration=2s:interval=1s
-extend_adds         | extend_adds.py         | invalid  | --time-limit 8s --client-capabilities validity,extend --extend
+extend_adds         | extend_adds.py         | invalid  | --time-limit 15s --client-capabilities validity,extend --extend
 zombie_watchdog     | zombie_watchdog.py     | deadlock | --time-limit 8s --recovery 5s --keys 8 --node-timeout 1s --hold-max 300ms --client-capabilities watchdog,validity --nemesis partition:kind=isolate:mode=drop:duration=700ms:interval=5s
 redlock_reachable_quorum | redlock_reachable_quorum.py | invalid | --time-limit 8s --nodes 5 --client-capabilities validity --client-groups 2 --nemesis partition:kind=client-majority:duration=3s:interval=1s
+redlock_no_cleanup  | redlock_no_cleanup.py  | gap      | --time-limit 8s --recovery 5s --nodes 5 --client-capabilities validity --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=minority:mode=steady:delay=700ms:duration=2s:interval=500ms
 correct_single-none        | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend
 correct_single-extend      | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --extend
 correct_single-slow-group  | correct_single.py | valid | --time-limit 8s --client-capabilities validity,extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
