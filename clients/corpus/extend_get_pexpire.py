@@ -8,7 +8,8 @@ deadline is checked before sending; the non-atomic read-then-write looks harmles
 Interleaving: A extends near its deadline over a slow link; the GET sees A's value, the key expires
 before the PEXPIRE arrives, B acquires, the PEXPIRE renews B's key, and A reports extend_ok after
 its deadline (a late extend) while B holds too. Declares extend; one node; exposed by --extend with
-a slow client group.
+a slow client group. Nearest self-test mutant: single-extend-unchecked (a plain PEXPIRE, no check
+at all); this one checks owner and deadline, but apart from the write and before the reply.
 """
 import os
 import sys
