@@ -49,6 +49,7 @@ correct_single-drop        | correct_single.py | valid | --time-limit 8s --recov
 correct_redlock-none       | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend
 correct_redlock-extend     | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend --extend
 correct_redlock-slow-group | correct_redlock.py | valid | --time-limit 8s --nodes 3 --client-capabilities validity,extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=minority:mode=steady:delay=700ms:duration=2s:interval=500ms
+correct_redlock-slow-group5 | correct_redlock.py | valid | --time-limit 8s --recovery 5s --nodes 5 --client-capabilities validity,extend --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=minority:mode=steady:delay=700ms:duration=2s:interval=500ms
 correct_redlock-drift      | correct_redlock.py | valid | --time-limit 16s --nodes 3 --client-capabilities validity,extend --think-max 5ms --nemesis clock:jump=fast:rate=0.008:target=all:duration=15s:interval=200ms
 correct_redlock-partition  | correct_redlock.py | valid | --time-limit 8s --nodes 5 --client-capabilities validity,extend --client-groups 2 --nemesis partition:kind=client-majority:duration=3s:interval=1s
 TABLE
