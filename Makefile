@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card docker-scenarios selftest clean
+.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card docker-scenarios selftest corpus clean
 
 all: build
 
@@ -118,6 +118,13 @@ docker-scenarios: deps build
 # lockpick's mutation self-test: its deliberately broken locks through the scenarios that should
 # catch them, and the correct locks through every one (about 10 minutes); the score table goes to
 # docs/selftest.md. See docs/edge.md.
+# The client corpus (clients/corpus/, scripts/corpus.sh): broken and correct lock clients through the
+# client protocol, each through the run shape that exposes it; fails when a broken client is judged
+# valid or a correct one is not. A few minutes, two runs at a time. Not part of make test.
+# ARGS are environment settings for the script, e.g. make corpus ARGS='SEED=2 ONLY=shared_value'.
+corpus: build
+	$(ARGS) scripts/corpus.sh $(BIN)
+
 selftest: deps build
 	$(BIN) selftest --report docs/selftest.md $(ARGS)
 

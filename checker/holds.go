@@ -53,6 +53,8 @@ type parsed struct {
 	earlyLosses []EarlyLoss
 	// live is, per key, what the liveness check needs (see keyLive).
 	live map[string]*keyLive
+	// cul is what the culprit findings and the edge evidence need (see culprits).
+	cul *culprits
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -147,7 +149,7 @@ type parser struct {
 
 func newParser(st *store) *parser {
 	return &parser{
-		st: st, p: &parsed{expired: map[string]int{}},
+		st: st, p: &parsed{expired: map[string]int{}, cul: newCulprits(st)},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
 		foreign: map[int]bool{},
@@ -189,7 +191,7 @@ func (pr *parser) event(i int) {
 		}
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
-		if e.Fault == FaultClientCrash && e.Effect == history.EffectFault {
+		if killsProcesses(e.Fault) && e.Effect == history.EffectFault {
 			pr.crashed(e)
 		}
 		return
@@ -209,6 +211,7 @@ func (pr *parser) event(i int) {
 
 	if e.Type == history.Invoke {
 		inflight[e.Process] = i
+		p.cul.invoked(e)
 		if e.F == history.FRelease && e.Depth > 1 {
 			return // an inner level of a reentrant hold: the hold goes on
 		}
@@ -239,6 +242,7 @@ func (pr *parser) event(i int) {
 		if key == "" {
 			key = inv.Key
 		}
+		p.cul.acquired(p, key, inv, e)
 		p.stats.Acquires.addAcquire(e)
 		pr.keyCounts(key).addAcquire(e)
 		pr.acquired(key, e)
@@ -268,6 +272,7 @@ func (pr *parser) event(i int) {
 		}
 		id := int32(len(p.holds))
 		p.holds = append(p.holds, h)
+		p.cul.granted(p, id)
 		op := open[e.Process]
 		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
 		open[e.Process] = append(op, id)
@@ -277,6 +282,7 @@ func (pr *parser) event(i int) {
 		}
 		recent[e.Process] = r
 	case history.FRelease, history.FExtend:
+		p.cul.leaseOp(p, recent[e.Process], inv, e)
 		p.leaseEvent(recent[e.Process], inv, e)
 		if e.F == history.FRelease {
 			pr.foreignUnlock(e)

@@ -33,8 +33,9 @@ type Kind struct {
 	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
 	// of nodes, with the capabilities the user declares (WithCapabilities).
 	Program bool
-	// Library is the Go module of a third-party library the lock adapts; empty for the built-in
-	// locks. A library promises its own validity, not the Redlock spec's drift allowance.
+	// Library is the Go package of a third-party library the lock adapts (its module and version,
+	// from the binary's build info, name the library a run tested: LibraryOf); empty for the
+	// built-in locks. A library promises its own validity, not the Redlock spec's drift allowance.
 	Library string
 	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire); another TTL is
 	// refused at configuration time.
@@ -58,8 +59,8 @@ func kinds() []Kind {
 		{Name: "r2m-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
 		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
-		{Name: "etcd", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
-		{Name: "etcd-unlock-retry", System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
+		{Name: "etcd", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
+		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, Build: shipped("php", "php/malkusch.php")},
@@ -119,6 +120,8 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 const (
 	modRedsync = "github.com/go-redsync/redsync/v4"
 	modGoZero  = "github.com/zeromicro/go-zero/core/stores/redis"
+	// modEtcdClient is etcd's Go client, whose concurrency.Mutex the etcd locks use.
+	modEtcdClient = "go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Lookup finds a lock by name: a built-in lock, or a self-test mutant, which runs on the system of

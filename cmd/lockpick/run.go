@@ -207,9 +207,15 @@ func refuseZero(f *pflag.FlagSet, names ...string) error {
 	return nil
 }
 
-// printOutcome says what the harness saw beside the verdict: run errors, overload warnings, and
-// how much of the plan a run cut short had run.
+// printOutcome says what the harness saw beside the verdict: the library the run tested, run
+// errors, overload warnings, and how much of the plan a run cut short had run.
 func printOutcome(w io.Writer, out *harness.Outcome) {
+	if l := out.Library; l != nil {
+		fmt.Fprintln(w, "library:", l.String())
+		for _, n := range l.Notes {
+			fmt.Fprintln(w, "library note:", n)
+		}
+	}
 	for _, e := range out.Errors {
 		fmt.Fprintln(w, "run error:", e)
 	}
