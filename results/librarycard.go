@@ -76,7 +76,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 type Library struct {
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
-	// Source says where the name came from: "go module", "init_ok", "built in".
+	// Module is the Go module of an adapted Go library.
+	Module string `json:"module,omitempty"`
+	// Source says how the card knows: "client program" (its init_ok), "Go module", "built in".
 	Source string `json:"source,omitempty"`
 }
 
@@ -349,6 +351,9 @@ func (card *LibraryCard) identity() string {
 		lib = "library " + l.Name
 		if l.Version != "" {
 			lib += " " + l.Version
+		}
+		if l.Module != "" && l.Module != l.Name {
+			lib += " [" + l.Module + "]"
 		}
 		if l.Source != "" {
 			lib += " (" + l.Source + ")"

@@ -42,6 +42,8 @@ type cardRun struct {
 	ran      time.Duration // wall time of the finished runs
 	ranPlan  time.Duration // their expected lengths
 	crashed  bool
+	// libraryRan: card.Library is what a run recorded, not the guess made before any run.
+	libraryRan bool
 }
 
 // cardOverhead is about what a run costs beside its plan: nodes and clients starting, the check.
@@ -83,18 +85,18 @@ func programOf(base harness.Config) []string {
 	return base.ClientCmd
 }
 
-// libraryOf names the code under test as far as lockpick knows it before any run: a Go module's
-// version from this binary's build information, or lockpick's own lock. A client program names
-// itself in its init_ok, read from its first run (programLibrary).
+// libraryOf names the code under test before any run: a Go module's version from this binary's
+// build information, or lockpick's own lock; a client program names itself when it runs
+// (runLibrary).
 func libraryOf(lock string) results.Library {
 	k, err := locks.Lookup(lock)
 	switch {
 	case err != nil || k.Program:
 		return results.Library{}
 	case k.Library != "":
-		return results.Library{Name: k.Library, Version: moduleVersion(k.Library), Source: "go module"}
+		return results.Library{Name: k.Library, Version: moduleVersion(k.Library), Source: history.LibraryModule}
 	}
-	return results.Library{Name: "lockpick " + locks.Base(lock), Source: "built in"}
+	return results.Library{Name: "lockpick " + locks.Base(lock), Source: history.LibraryBuiltIn}
 }
 
 // moduleVersion is the version this binary was built with of the module that provides pkg.
@@ -112,17 +114,21 @@ func moduleVersion(pkg string) string {
 	return version
 }
 
-// programLibrary reads the library a client program named in its init_ok from a run's
-// config.json ("library": {"name", "version"}), when the run recorded one.
-func programLibrary(dir string) results.Library {
-	var cfg struct {
-		Library *struct{ Name, Version string } `json:"library"`
+// runLibrary is the library a run recorded: the harness's word, else its config.json's (a stored
+// run read again by --from).
+func runLibrary(out *harness.Outcome) results.Library {
+	lib := out.Library
+	if lib == nil {
+		var cfg struct {
+			Library *history.Library `json:"library"`
+		}
+		b, err := os.ReadFile(filepath.Join(out.Dir, results.ConfigFile))
+		if err != nil || json.Unmarshal(b, &cfg) != nil || cfg.Library == nil {
+			return results.Library{}
+		}
+		lib = cfg.Library
 	}
-	b, err := os.ReadFile(filepath.Join(dir, results.ConfigFile))
-	if err != nil || json.Unmarshal(b, &cfg) != nil || cfg.Library == nil || cfg.Library.Name == "" {
-		return results.Library{}
-	}
-	return results.Library{Name: cfg.Library.Name, Version: cfg.Library.Version, Source: "init_ok"}
+	return results.Library{Name: lib.Name, Version: lib.Version, Module: lib.Module, Source: lib.Kind}
 }
 
 type cardJob struct {
@@ -214,8 +220,12 @@ func (c *cardRun) record(job cardJob, out *harness.Outcome, err error, took time
 	} else {
 		rel, _ := filepath.Rel(c.store, out.Dir)
 		r = results.NewCardRun(job.seed, rel, out.Result, took, out.StoppedEarly != "")
-		if c.card.Library.Name == "" {
-			c.card.Library = programLibrary(out.Dir)
+		if !c.libraryRan {
+			// The run's own word (a program's init_ok, the module built in) beats the guess made
+			// before any run.
+			if lib := runLibrary(out); lib.Name != "" {
+				c.card.Library, c.libraryRan = lib, true
+			}
 		}
 	}
 	row.Runs = append(row.Runs, r)
