@@ -199,6 +199,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
 	r.Stats.Regrants = regrants(p.holds, r.Faults)
 	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds)
+	r.ClientExits = clientExits(st, p, opts.MaxViolations)
 
 	// Step 6b: the lock's fencing tokens must only go up.
 	var regressions int
@@ -223,6 +224,9 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	if r.Liveness != nil && r.Liveness.Verdict == LiveDeadlock {
 		r.Valid = combine(r.Valid, Invalid)
 	}
+
+	// Step 6f: operations that acted on another's lease, and the culprits of unexplained violations.
+	r.nameCulprits(p, opts.MaxViolations)
 
 	r.FirstFinding = firstFinding(r, firstOverlap)
 
@@ -262,6 +266,9 @@ func (r *Result) findOverruns(holds []hold, limit int) {
 func (r *Result) weighEvidence(st *store, run runInfo, p *parsed, keys []string) {
 	var lacking string
 	r.Evidence, lacking = gatherEvidence(st, run, p, keys)
+	if st.n > 0 {
+		r.Evidence.Edges = edgesOf(run, p, &r.Stats, r.Evidence.Nemeses)
+	}
 	if !r.Evidence.HasPlan && st.n > 0 {
 		r.Notes = append(r.Notes, "the history has no run plan (a hand-made history?), so whether the planned faults were applied and the planned time ran cannot be judged")
 	}

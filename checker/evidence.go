@@ -52,6 +52,8 @@ type Evidence struct {
 	EndError string `json:"end_error,omitempty"`
 	// TimeRan is rule (c): the planned time ran.
 	TimeRan bool `json:"time_ran"`
+	// Edges are the lease edges the run exercised: no rule, but what a valid verdict covers.
+	Edges *Edges `json:"edges,omitempty"`
 }
 
 // NemesisEvidence is what one planned nemesis did.
@@ -245,7 +247,8 @@ func (ev *Evidence) Lines() []string {
 	}
 	lines = append(lines, rule)
 	if !ev.HasPlan {
-		return append(lines, "(b), (c) planned faults applied, planned time ran: not judged, the history has no plan")
+		lines = append(lines, "(b), (c) planned faults applied, planned time ran: not judged, the history has no plan")
+		return ev.edgeLine(lines)
 	}
 	if len(ev.Nemeses) == 0 {
 		lines = append(lines, "(b) every planned nemesis applied a fault: yes, none was planned")
@@ -261,7 +264,16 @@ func (ev *Evidence) Lines() []string {
 	if end == "" {
 		end = "no end recorded"
 	}
-	return append(lines, fmt.Sprintf("(c) planned time ran: %s, covered %s of %s (%s)", ran, secs(ev.Covered), secs(ev.Planned), end))
+	lines = append(lines, fmt.Sprintf("(c) planned time ran: %s, covered %s of %s (%s)", ran, secs(ev.Covered), secs(ev.Planned), end))
+	return ev.edgeLine(lines)
+}
+
+// edgeLine appends the lease edges' line, when they were gathered.
+func (ev *Evidence) edgeLine(lines []string) []string {
+	if ev.Edges == nil {
+		return lines
+	}
+	return append(lines, ev.Edges.Line())
 }
 
 func firstN(s []string, n int) []string {

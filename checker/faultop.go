@@ -56,10 +56,10 @@ func matchNemesis(n int, at func(int) *history.Event, e *history.Event) int {
 	return -1
 }
 
-// crashes reports whether op is a client crash that took effect: a crash fault whose completion
-// did not fail (a fault that failed certainly did not happen).
+// crashes reports whether op killed client processes and took effect: a client crash or exit
+// fault whose completion did not fail (a fault that failed certainly did not happen).
 func (op faultOp) crashes(comp *history.Event) bool {
-	return op.Fault == FaultClientCrash && op.Effect == history.EffectFault && (comp == nil || comp.Type != history.Fail)
+	return killsProcesses(op.Fault) && op.Effect == history.EffectFault && (comp == nil || comp.Type != history.Fail)
 }
 
 // faultOf reads the nemesis operation that event i (its invoke or its completion) belongs to.

@@ -55,6 +55,8 @@ type parsed struct {
 	earlyLosses []EarlyLoss
 	// live is, per key, what the liveness check needs (see keyLive).
 	live map[string]*keyLive
+	// cul is what the culprit findings and the edge evidence need (see culprits).
+	cul *culprits
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -161,7 +163,7 @@ type parser struct {
 
 func newParser(st *store) *parser {
 	return &parser{
-		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}},
+		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}, cul: newCulprits(st)},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
 		foreign: map[int]bool{}, levels: levelBook[int32]{},
@@ -221,6 +223,7 @@ func (pr *parser) event(i int) {
 
 	if e.Type == history.Invoke {
 		inflight[e.Process] = i
+		p.cul.invoked(e)
 		if e.F == history.FRelease && e.Depth > 0 && pr.leftLevel(e) {
 			return
 		}
@@ -249,6 +252,7 @@ func (pr *parser) event(i int) {
 		if key == "" {
 			key = inv.Key
 		}
+		p.cul.acquired(p, key, inv, e)
 		p.stats.Acquires.addAcquire(e)
 		pr.keyCounts(key).addAcquire(e)
 		pr.acquired(key, e)
@@ -284,6 +288,7 @@ func (pr *parser) event(i int) {
 		if e.Depth > 0 {
 			pr.levels.enter(e.Process, id, e.Depth)
 		}
+		p.cul.granted(p, id)
 		op := open[e.Process]
 		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
 		open[e.Process] = append(op, id)
@@ -293,6 +298,7 @@ func (pr *parser) event(i int) {
 		}
 		recent[e.Process] = r
 	case history.FRelease, history.FExtend:
+		p.cul.leaseOp(p, recent[e.Process], inv, e)
 		p.leaseEvent(recent[e.Process], inv, e)
 		if e.F == history.FRelease {
 			pr.foreignUnlock(e)

@@ -97,7 +97,11 @@ func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 	window := expiry + max(expiry, int64(time.Second))
 	l := &Liveness{Verdict: LiveOK, Since: p.first, Window: window}
 	for _, i := range p.nemesis {
-		l.Since = max(l.Since, st.at(i).Time)
+		// A client program's own death is no planned fault to recover from: the dead holder's
+		// hold ends there (lastEnd below), and liveness counts from it through that.
+		if st.at(i).Fault != history.FaultClientExit {
+			l.Since = max(l.Since, st.at(i).Time)
+		}
 	}
 	lastEnd := map[string]int64{}
 	for i := range p.holds {

@@ -73,7 +73,11 @@ type StaleWrite struct {
 	// NewerToken is a higher token the resource had accepted before this write, if any.
 	NewerToken int64 `json:"newer_token,omitempty"`
 	// Pause is the client pause that stopped the process between its read and its write, if any.
-	Pause       string `json:"pause,omitempty"`
+	Pause string `json:"pause,omitempty"`
+	// Holder is the process that held the key when a write past its lease's deadline was made
+	// ("p7"), granted at HolderAt; empty when nobody did.
+	Holder      string `json:"holder,omitempty"`
+	HolderAt    int64  `json:"holder_at,omitempty"`
 	Description string `json:"description"`
 }
 
@@ -454,7 +458,11 @@ func describeStale(s *StaleWrite) string {
 	}
 	var why []string
 	if s.Past > 0 {
-		why = append(why, fmt.Sprintf("%s after its lease ended at %s", FormatSpan(s.Past), FormatTime(s.Deadline)))
+		past := fmt.Sprintf("%s after its lease ended at %s", FormatSpan(s.Past), FormatTime(s.Deadline))
+		if s.Holder != "" {
+			past += fmt.Sprintf(", while %s held the key (granted at %s)", s.Holder, FormatTime(s.HolderAt))
+		}
+		why = append(why, past)
 	}
 	if s.NewerToken > 0 {
 		why = append(why, fmt.Sprintf("after the resource had accepted token %d", s.NewerToken))

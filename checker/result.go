@@ -46,6 +46,12 @@ type Result struct {
 	EarlyLossCount  int          `json:"early_loss_count,omitempty"`
 	LateExtends     []LateExtend `json:"late_extends,omitempty"`
 	LateExtendCount int          `json:"late_extend_count,omitempty"`
+	// Culprits are operations that acted, or may have acted, on another client's lease (see
+	// Culprit): warnings, which name the cause of violations no fault explains. LateReleaseCount
+	// counts every release accepted after its lease had ended, with or without another holder.
+	Culprits         []Culprit `json:"culprits,omitempty"`
+	CulpritCount     int       `json:"culprit_count,omitempty"`
+	LateReleaseCount int       `json:"late_release_count,omitempty"`
 	// Porcupine is porcupine's own verdict on the holds: "ok", "illegal" or "unknown".
 	Porcupine string `json:"porcupine"`
 	// Violations lists overlapping holds, at most Options.MaxViolations of them.
@@ -59,6 +65,9 @@ type Result struct {
 	OverrunCount int `json:"overrun_count"`
 	// FirstFinding is the earliest finding that makes the run invalid; nil when there is none.
 	FirstFinding *FirstFinding `json:"first_finding,omitempty"`
+	// ClientExits are the client program's deaths nobody asked for (a finding about the lock's
+	// client that does not change Valid); nil when none died.
+	ClientExits *ClientExits `json:"client_exits,omitempty"`
 	// Stats are counts, latencies and availability of the run.
 	Stats Stats `json:"stats"`
 	// Faults are the windows during which the nemesis had a fault in effect.
@@ -78,6 +87,8 @@ type Result struct {
 	visNote   string
 	visualize bool
 	pairs     []pair // the listed violations, for annotations
+	// lateWhileHeld counts the late releases that are culprits (another client held the key).
+	lateWhileHeld int
 }
 
 // HoldInfo describes one hold: the window a successful acquire gave its process.
@@ -122,8 +133,11 @@ type Violation struct {
 	// the overlap.
 	Roles []history.Event `json:"roles,omitempty"`
 	// Cause says which fault let the second client in: the nodes that granted both leases and what hit
-	// them in between, or that nothing did.
+	// them in between, or that nothing did; with no fault, the operation that did, first (Culprit).
 	Cause string `json:"cause,omitempty"`
+	// Culprit names the operation that made the second grant possible when no fault explains it
+	// ("p0's release at 4.210s, 300.0ms after its lease ended at 3.910s, deleted p7's key ...").
+	Culprit string `json:"culprit,omitempty"`
 	// Description is the violation in one line of text.
 	Description string `json:"description"`
 }
@@ -301,6 +315,8 @@ func (r *Result) Summary() string {
 		}
 	}
 	r.summarizeLeaseFindings(&b, show)
+	r.summarizeClientExits(&b, show)
+	r.summarizeCulprits(&b, show)
 	if res := r.Resource; res != nil {
 		fmt.Fprintf(&b, "data (guard %s): porcupine %s on the counter model, %d segments; reads %d ok %d fail; writes %d accepted, %d rejected, %d unknown\n",
 			res.Guard, res.Porcupine, res.Segments, res.Reads.OK, res.Reads.Fail, res.Writes.OK, res.Writes.Fail, res.Writes.Info)

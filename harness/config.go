@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
@@ -134,6 +135,11 @@ type Config struct {
 	// --backend external, whose --endpoints are then sentinels).
 	MasterName string `json:"master_name,omitempty"`
 
+	// Library is the library the run tested: for a client program what its init_ok said (with a
+	// note where processes disagreed), for an adapted Go library its module and the version built
+	// into lockpick, for a built-in lock "lockpick NAME" at Revision. It is known once the clients
+	// start: config.json is written again then.
+	Library *history.Library `json:"library,omitempty"`
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`

@@ -53,6 +53,8 @@ type Outcome struct {
 	Warnings []string
 	// Notes are what the run did besides its plan (removing what a killed run left behind).
 	Notes []string
+	// Library is the library the run tested (Config.Library).
+	Library *history.Library
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
@@ -95,6 +97,12 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	kind, err := cfg.kind()
+	if err != nil {
+		return nil, &StartError{err}
+	}
+	libs := newLibraries(kind, cfg.Revision)
+	cfg.Library = libs.library() // a client program names itself once it runs
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
 	}
@@ -106,6 +114,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 		return nil, &StartError{err}
 	}
 	defer sys.close()
+	sys.libs = libs
 	nems, schedule, err := buildNemeses(cfg, sys, log)
 	if err != nil {
 		return nil, &StartError{err}
@@ -119,11 +128,16 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	}
 	log.Info("run started", "dir", dir, "lock", cfg.Lock, "system", cfg.System, "nemesis", cfg.Nemesis, "seed", cfg.Seed)
 	out, err := drive(ctx, cfg, sys, nems, schedule, histPath, progress, log)
+	if cfg.Library = libs.library(); cfg.Library != nil {
+		if werr := results.WriteJSON(dir, results.ConfigFile, cfg); werr != nil {
+			log.Warn("cannot record the library in config.json", "err", werr)
+		}
+	}
 	if err != nil {
 		log.Error("run failed", "err", err)
 		return nil, fmt.Errorf("run in %s: %w", dir, err)
 	}
-	out.Dir = dir
+	out.Dir, out.Library = dir, cfg.Library
 	if cleaned != "" {
 		out.Notes = append(out.Notes, cleaned)
 	}
@@ -131,7 +145,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
 	log.Info("run finished; checking", "stopped", out.Stopped)
-	info := results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings}
+	info := results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings, Library: out.Library}
 	if out.Result, err = Check(dir, time.Duration(cfg.CheckTimeout), info); err != nil {
 		return nil, err
 	}
@@ -488,6 +502,8 @@ type system struct {
 	// clients is where client programs keep their logs; clientShim the clock shim they load.
 	clients    string
 	clientShim string
+	// libs gathers the library each process's lock names.
+	libs *libraries
 
 	closers []func()
 	once    sync.Once
@@ -658,7 +674,11 @@ func (s *system) workloadEnv(cfg Config, rec *history.Recorder) workloads.Env {
 			if err != nil {
 				return nil, err
 			}
-			return locks.Build(kind, eps, opts)
+			l, err := locks.Build(kind, eps, opts)
+			if err == nil && s.libs != nil {
+				s.libs.opened(process, l)
+			}
+			return l, err
 		},
 	}
 }

@@ -48,6 +48,7 @@ func appendEvent(b []byte, e *Event) ([]byte, error) {
 	b = appendOptString(b, `,"guard":`, e.Guard)
 	b = appendOptString(b, `,"reason":`, e.Reason)
 	b = appendOptString(b, `,"note":`, e.Note)
+	b = appendOptString(b, `,"stderr":`, e.Stderr)
 	b = appendOptString(b, `,"error":`, e.Error)
 	return append(b, '}', '\n'), nil
 }

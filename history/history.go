@@ -170,6 +170,9 @@ type Event struct {
 	Plan *Plan `json:"plan,omitempty"`
 	// Note is what the system announced, on a role event (F = FRole).
 	Note string `json:"note,omitempty"`
+	// Stderr is the end of a client program's stderr, on the completion of a FaultClientExit event:
+	// what the program said as it died (a traceback, a panic).
+	Stderr string `json:"stderr,omitempty"`
 
 	Error string `json:"error,omitempty"`
 }

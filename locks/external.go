@@ -16,15 +16,19 @@ import (
 
 	"github.com/lockpick-dev/lockpick/clientproto"
 	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/history"
 )
 
 // external is the Locker of one process id whose lock lives in a client program speaking the client
 // protocol (docs/protocol.md) on its stdin and stdout. The driver believes only what the program
 // says in well-formed replies to requests it sent: anything else (garbage, a reply to an unknown
-// id, a second reply, an exit nobody asked for) marks the program broken, and a broken program
-// makes the run fail rather than put a guess into the history.
+// id, a second reply, an exit before its init_ok) marks the program broken, and a broken program
+// makes the run fail rather than put a guess into the history. An exit nobody asked for after its
+// init_ok is a death (Mortal): a finding about the lock's client, after which the workload goes on
+// with a fresh process.
 type external struct {
 	name      string // "client p3 (python3 redis_lock.py)", for errors
+	process   int
 	cmd       *exec.Cmd
 	stdin     *os.File
 	logPath   string
@@ -42,6 +46,11 @@ type external struct {
 	broken  error
 	killed  bool
 	notify  func(LeaseEvent)
+	// ready: the program answered init; an exit after it is a death, before it a broken client.
+	ready   bool
+	died    *Death
+	onDeath func(Death)
+	library history.Library
 }
 
 // waiting is a request sent and not yet answered.
@@ -91,6 +100,7 @@ func startExternal(command []string, nodes []Endpoint, o Options) (*external, er
 	p := "p" + strconv.Itoa(o.Process)
 	e := &external{
 		name:      fmt.Sprintf("client %s (%s)", p, shortCommand(command)),
+		process:   o.Process,
 		logPath:   filepath.Join(o.ClientDir, p+".log"),
 		clockFile: filepath.Join(o.ClientDir, p+".clock"),
 		shim:      o.ClockShim != "",
@@ -111,6 +121,9 @@ func startExternal(command []string, nodes []Endpoint, o Options) (*external, er
 		e.Close()
 		return nil, err
 	}
+	e.mu.Lock()
+	e.ready = true
+	e.mu.Unlock()
 	return e, nil
 }
 
@@ -186,12 +199,21 @@ func startProgram(command, env []string, stdin, stdout, stderr *os.File) (*exec.
 	return nil, err
 }
 
-// wait reaps the program; an exit nobody asked for breaks it.
+// wait reaps the program. An exit nobody asked for before its init_ok breaks it (it never
+// started); after it, the program died: the death is told (OnDeath) before any request in flight
+// returns, so the history has it before the request's unknown outcome.
 func (e *external) wait() {
 	e.cmd.Wait()
 	e.mu.Lock()
-	if !e.killed {
+	switch {
+	case e.killed:
+	case !e.ready:
 		e.breakLocked(fmt.Errorf("exited (%v)", e.cmd.ProcessState))
+	default:
+		e.died = &Death{Process: e.process, Exit: e.cmd.ProcessState.String(), Stderr: lastLogLines(e.logPath)}
+		if e.onDeath != nil {
+			e.onDeath(*e.died)
+		}
 	}
 	for id, w := range e.pending { // killed by the harness: what it was doing is unknown
 		close(w.ch)
@@ -240,6 +262,9 @@ func (e *external) read(out *os.File) {
 func (e *external) deliver(m clientproto.Reply) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.died != nil || e.killed {
+		return nil // the last words of a program that is gone: its requests were recorded unknown
+	}
 	if m.InReplyTo == nil {
 		if !e.granted[[2]string{m.Key, m.Value}] {
 			return fmt.Errorf("%s event for lease %s=%s that it was never granted", m.Type, m.Key, m.Value)
@@ -328,6 +353,7 @@ func (e *external) init(nodes []Endpoint, o Options, timeout time.Duration) erro
 		return fmt.Errorf("%s answered init with %s; its stderr ends: %s", e.name, r.Type, lastLogLines(e.logPath))
 	}
 	e.caps = *r.Capabilities
+	e.library = history.Library{Name: r.Library, Version: r.Version, Kind: history.LibraryProgram}
 	offered := map[string]bool{"validity": e.caps.Validity, "token": e.caps.Token, "extend": e.caps.Extend, "watchdog": e.caps.Watchdog, "reentrant": e.caps.Reentrant}
 	for _, c := range o.ClientCaps {
 		if !offered[c] {
@@ -343,9 +369,10 @@ func (e *external) init(nodes []Endpoint, o Options, timeout time.Duration) erro
 func (e *external) call(ctx context.Context, req *clientproto.Request, body any) (clientproto.Reply, time.Time, error) {
 	ch := make(chan clientproto.Reply, 1)
 	e.mu.Lock()
-	if e.broken != nil {
+	if e.broken != nil || e.died != nil {
+		err := e.brokenOr(nil)
 		e.mu.Unlock()
-		return clientproto.Reply{}, time.Time{}, e.broken
+		return clientproto.Reply{}, time.Time{}, err
 	}
 	req.ID = e.nextID
 	e.nextID++
@@ -359,8 +386,13 @@ func (e *external) call(ctx context.Context, req *clientproto.Request, body any)
 	}
 	sent := time.Now()
 	if err := clientproto.Encode(e.stdin, body); err != nil {
+		// A program that just died closed its stdin before it was reaped: let wait say so.
+		select {
+		case <-e.exited:
+		case <-time.After(time.Second):
+		}
 		e.mu.Lock()
-		if !e.killed {
+		if !e.killed && e.died == nil {
 			e.breakLocked(fmt.Errorf("stopped reading its stdin (%v)", err))
 		}
 		delete(e.pending, req.ID)
@@ -409,11 +441,14 @@ func (e *external) breakWith(err error) error {
 	return err
 }
 
-// brokenOr is the program's broken error, or err when it is not broken (it was killed).
-// e.mu is held.
+// brokenOr is the program's broken error; when it died, an unknown outcome saying so; else err,
+// unknown (it was killed). e.mu is held.
 func (e *external) brokenOr(err error) error {
-	if e.broken != nil {
+	switch {
+	case e.broken != nil:
 		return e.broken
+	case e.died != nil:
+		return indeterminate(fmt.Errorf("%s: %w: the program died (%s)", e.name, ErrCrashed, e.died.Exit))
 	}
 	return indeterminate(fmt.Errorf("%s: %w", e.name, err))
 }
@@ -532,6 +567,30 @@ func (e *external) Broken() error {
 	defer e.mu.Unlock()
 	return e.broken
 }
+
+// OnDeath implements Mortal.
+func (e *external) OnDeath(f func(Death)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onDeath = f
+	if e.died != nil {
+		f(*e.died)
+	}
+}
+
+// Died implements Mortal.
+func (e *external) Died() *Death {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.died == nil {
+		return nil
+	}
+	d := *e.died
+	return &d
+}
+
+// Library implements Identified: what the program's init_ok said.
+func (e *external) Library() history.Library { return e.library }
 
 // Notify implements Notifier: the program's renewed and lost events.
 func (e *external) Notify(f func(LeaseEvent)) {

@@ -2,6 +2,7 @@ package locks
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -59,7 +60,7 @@ func TestClientInitFailures(t *testing.T) {
 // Replies that break the protocol never become a lease: the acquire is unknown and the program is
 // broken, so the run stops rather than guess.
 func TestClientBrokenReplies(t *testing.T) {
-	for _, mode := range []string{"unknown-id", "twice", "no-value", "negative-validity", "validity-missing", "huge-line", "unknown-field", "wrong-type", "close-stdout", "exit-mid-run", "string-id", "depth", "token", "other-key", "empty-line", "huge-validity"} {
+	for _, mode := range []string{"unknown-id", "twice", "no-value", "negative-validity", "validity-missing", "huge-line", "unknown-field", "wrong-type", "close-stdout", "string-id", "depth", "token", "other-key", "empty-line", "huge-validity"} {
 		t.Run(mode, func(t *testing.T) {
 			e, err := badClient(t, mode)
 			if err != nil {
@@ -83,6 +84,41 @@ func TestClientBrokenReplies(t *testing.T) {
 				t.Fatalf("Broken() = %v, want one line", e.Broken())
 			}
 		})
+	}
+}
+
+// A program that exits by itself after its init_ok died: the request in flight is unknown, the
+// program is not broken (the run goes on), and its death says how it ended and quotes its stderr,
+// also to a watcher that registers after it.
+func TestClientDeathIsNotBroken(t *testing.T) {
+	e, err := badClient(t, "exit-mid-run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	deaths := make(chan Death, 2)
+	e.OnDeath(func(d Death) { deaths <- d })
+	l, err := acquireWithin(e, 3*time.Second)
+	if l != nil || !IsIndeterminate(err) || IsBrokenClient(err) || !errors.Is(err, ErrCrashed) {
+		t.Fatalf("lease %v, error %v: want an unknown outcome, the client crashed, not broken", l, err)
+	}
+	d := <-deaths
+	if d.Process != 7 || d.Exit != "exit status 0" || !strings.Contains(d.Stderr, "p7.log") {
+		t.Fatalf("death %+v: want p7, exit status 0 and its log", d)
+	}
+	if e.Broken() != nil || e.Died() == nil {
+		t.Fatalf("broken %v, died %v: want died, not broken", e.Broken(), e.Died())
+	}
+	late := make(chan Death, 1)
+	e.OnDeath(func(d Death) { late <- d })
+	if got := <-late; got != d {
+		t.Fatalf("a late watcher got %+v, want %+v", got, d)
+	}
+	if _, err := acquireWithin(e, time.Second); !IsIndeterminate(err) || IsBrokenClient(err) {
+		t.Fatalf("a request to the dead program: %v; want unknown, not broken", err)
+	}
+	if lib := e.Library(); lib.Name != "bad" || lib.Version != "0" {
+		t.Fatalf("library %+v: want what init_ok said", lib)
 	}
 }
 

@@ -114,7 +114,7 @@ func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunIn
 	}
 	p := reportPage{
 		Verdict: res.Valid, VerdictWord: strings.ToUpper(res.Valid.String()), Verdicts: res.Verdicts(),
-		Meta: metaRows(d.meta, res), Evidence: evidenceRows(res),
+		Meta: metaRows(d.meta, info, res), Evidence: evidenceRows(res),
 		Timeline: template.JS(tl), CSS: template.CSS(css), JS: template.JS(js),
 		Faults: faultLines(res.Faults), OverrunCount: res.OverrunCount,
 		Notes: slices.Concat(res.Notes, info.Errors), Files: fileLinks(dir, res.Resource != nil), Summary: res.Summary(),
@@ -146,7 +146,7 @@ func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunIn
 	return nil
 }
 
-func metaRows(m runMeta, res *checker.Result) []kv {
+func metaRows(m runMeta, info RunInfo, res *checker.Result) []kv {
 	rows := []kv{
 		{Key: "lock", Value: orDash(m.Lock)},
 		{Key: "workload", Value: orDash(m.Workload)},
@@ -165,6 +165,17 @@ func metaRows(m runMeta, res *checker.Result) []kv {
 	}
 	if m.Etcd != nil {
 		rows = append(rows, kv{Key: "etcd", Value: m.Etcd.Version + " (" + m.Etcd.Path + ")"})
+	}
+	// The library the run tested: the harness's word (results.json), else config.json's.
+	lib := info.Library
+	if lib == nil {
+		lib = m.Library
+	}
+	if lib != nil {
+		rows = append(rows, kv{Key: "library", Value: lib.String()})
+		for _, n := range lib.Notes {
+			rows = append(rows, kv{Key: "library note", Value: n})
+		}
 	}
 	return append(rows, kv{Key: "started", Value: m.Started})
 }
@@ -231,6 +242,19 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 	for _, l := range res.LateExtends {
 		out = append(out, l.Kind()+": "+l.Description)
 	}
+	if ce := res.ClientExits; ce != nil {
+		out = append(out, "client crashes: "+ce.Headline())
+		for i, d := range ce.Deaths {
+			if i == maxClientExitLines {
+				out = append(out, fmt.Sprintf("client crash: ... and %d more (results.json lists %d)", ce.Count-i, len(ce.Deaths)))
+				break
+			}
+			out = append(out, "client crash: "+d.Description())
+		}
+	}
+	for _, u := range res.Culprits {
+		out = append(out, "culprit ("+u.Kind+", a warning): "+u.Description)
+	}
 	if lv := res.Liveness; lv != nil {
 		for _, f := range lv.Findings {
 			out = append(out, "liveness, "+f.Kind+": "+f.Description)
@@ -254,6 +278,9 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 	}
 	return out
 }
+
+// maxClientExitLines is how many client program deaths the report lists one by one.
+const maxClientExitLines = 10
 
 func faultLines(fs []checker.FaultWindow) []string {
 	var out []string

@@ -36,6 +36,8 @@ type runMeta struct {
 		Path    string `json:"path"`
 		Version string `json:"version"`
 	} `json:"etcd"`
+	// Library is the library the run tested (harness.Config.Library).
+	Library *history.Library `json:"library"`
 	// Started is the run directory's timestamp.
 	Started string `json:"-"`
 }

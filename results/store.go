@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/history"
 )
 
 // File names inside a run directory.
@@ -116,6 +117,9 @@ type RunInfo struct {
 	// Warnings are signs that the run measured the harness more than the lock: an overloaded machine
 	// (many indeterminate outcomes) with the flag that fixes it.
 	Warnings []string `json:"warnings,omitempty"`
+	// Library is the library the run tested (config.json's library): what a client program's
+	// init_ok said, an adapted Go library's module and version, or lockpick for a built-in lock.
+	Library *history.Library `json:"library,omitempty"`
 }
 
 // Write stores a result: results.json, summary.txt and the visualization.
@@ -144,6 +148,12 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 // Summary is summary.txt: the checker's summary with what the harness saw of the run.
 func Summary(res *checker.Result, info RunInfo) string {
 	summary := res.Summary()
+	if l := info.Library; l != nil {
+		summary = "library: " + l.String() + "\n" + summary
+		for _, n := range l.Notes {
+			summary += "library note: " + n + "\n"
+		}
+	}
 	switch {
 	case info.Stopped != "":
 		summary = "The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n" + summary

@@ -20,16 +20,23 @@ type client struct {
 	clients int
 	ttl     time.Duration
 	opCtx   context.Context
-	// runDone closes when the run's work ends: work under a lease stops there (it is released at
+	// runCtx ends when the run's work ends: work under a lease stops there (it is released at
 	// once) rather than keeping the whole run waiting for the longest hold.
-	runDone <-chan struct{}
-	pid     int
-	slot    int
-	locker  locks.Locker
+	runCtx context.Context
+	pid    int
+	slot   int
+	locker locks.Locker
+	// procCtx ends with runCtx or when the current process's client program dies: a dead process
+	// does no more work.
+	procCtx    context.Context
+	procCancel context.CancelFunc
+	// healed: the death of the current process (if it died) has its heal recorded.
+	healed bool
+	deaths *deathTally
 }
 
-func newClient(ctx context.Context, env Env, slot, clients int, ttl time.Duration) (*client, error) {
-	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), runDone: ctx.Done(), pid: slot, slot: slot}
+func newClient(ctx context.Context, env Env, slot, clients int, ttl time.Duration, deaths *deathTally) (*client, error) {
+	c := &client{env: env, rec: env.Recorder, clients: clients, ttl: ttl, opCtx: context.WithoutCancel(ctx), runCtx: ctx, pid: slot, slot: slot, deaths: deaths}
 	return c, c.open(ctx)
 }
 
@@ -40,6 +47,9 @@ func (c *client) open(ctx context.Context) error {
 	if c.locker, err = c.env.NewLocker(c.pid); err != nil {
 		return err
 	}
+	c.procCtx, c.procCancel = context.WithCancel(c.runCtx)
+	c.healed = false
+	c.watchDeath(c.procCancel)
 	c.env.Faults.running(c.slot, c.pid, c.locker)
 	if n, ok := c.locker.(locks.Notifier); ok {
 		pid, rec := c.pid, c.rec
@@ -51,16 +61,30 @@ func (c *client) open(ctx context.Context) error {
 	return nil
 }
 
-// retire gives the slot a fresh process id and lock client.
+// retire gives the slot a fresh process id and lock client. After a client program's death the
+// new process is the death's heal, unless the run has seen more deaths than work (deathTally).
 func (c *client) retire() error {
 	c.locker.Close()
+	c.procCancel()
 	if b, ok := c.locker.(locks.Breakable); ok {
 		if err := b.Broken(); err != nil {
 			return err
 		}
 	}
+	d, old := c.died(), c.pid
+	if d != nil {
+		if err := c.deaths.died(*d); err != nil {
+			return err
+		}
+	}
 	c.pid += c.clients
-	return c.open(c.opCtx)
+	if err := c.open(c.opCtx); err != nil {
+		return err
+	}
+	if d != nil {
+		c.restarted(old)
+	}
+	return nil
 }
 
 // crashes reports whether a client-crash nemesis kills this process at point.
@@ -88,14 +112,27 @@ func leaseEvent(pid int, e locks.LeaseEvent, rec *history.Recorder) history.Even
 }
 
 func (c *client) close() {
-	if c.locker != nil {
-		c.locker.Close()
+	if c.locker == nil {
+		return
+	}
+	c.locker.Close()
+	c.procCancel()
+	if !c.healed && c.died() != nil {
+		c.healed = true
+		c.restarted(c.pid) // the run's work ended before the slot went on
 	}
 }
 
 // acquire asks for key and records the operation. A nil lease means the lock was not granted; an
 // indeterminate result has then retired the process. The error is the slot's own failure.
 func (c *client) acquire(key string) (*locks.Lease, error) {
+	if c.died() != nil {
+		// Died between operations: the slot goes on as a fresh process first.
+		if err := c.retire(); err != nil {
+			return nil, err
+		}
+	}
+	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FAcquire, Key: key})
 	actx, cancel := context.WithTimeout(c.opCtx, c.ttl)
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
@@ -116,6 +153,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 		}
 		return nil, nil
 	}
+	if d := c.died(); d != nil {
+		// Granted by a program the harness had already found dead: no process is left to hold it.
+		c.rec.Record(history.Event{Type: history.Info, Process: c.pid, F: history.FAcquire, Key: key, Error: "the client program died as it answered (" + d.Exit + ")"})
+		return nil, c.retire()
+	}
 	ev := history.Event{
 		Type: history.OK, Process: c.pid, F: history.FAcquire, Key: key,
 		Value: lease.Value, Token: lease.Token, Validity: int64(lease.Validity), Nodes: lease.Nodes, Depth: lease.Depth,
@@ -135,6 +177,10 @@ func contextWithTimeout(c *client) (context.Context, context.CancelFunc) {
 // release gives the lease back and records it. The process retires after an indeterminate release,
 // or when the caller already saw an unknown outcome under the lease (retire).
 func (c *client) release(lease *locks.Lease, retire bool) error {
+	if c.died() != nil {
+		return c.retire() // a dead process releases nothing
+	}
+	c.deaths.request()
 	// A reentrant lock's release names the level it leaves: above 1 the hold goes on.
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value, Depth: lease.Depth})
 	rctx, cancel := context.WithTimeout(c.opCtx, c.ttl)
@@ -169,9 +215,10 @@ func reason(err error) string {
 func runSlots(ctx context.Context, env Env, n int, ttl time.Duration, work func(ctx context.Context, c *client) error) error {
 	clients := make([]*client, n)
 	errs := make([]error, n)
+	deaths := &deathTally{}
 	var wg sync.WaitGroup
 	for slot := range n {
-		wg.Go(func() { clients[slot], errs[slot] = newClient(ctx, env, slot, n, ttl) })
+		wg.Go(func() { clients[slot], errs[slot] = newClient(ctx, env, slot, n, ttl, deaths) })
 	}
 	wg.Wait()
 	defer func() {
@@ -222,25 +269,37 @@ func firstError(errs []error) error {
 	return first
 }
 
-// work records protected work of length d under lease.
+// work records protected work of length d under lease. A process whose client program died does
+// no work; one that dies while it works stops there, and its work's outcome is unknown.
 func (c *client) work(lease *locks.Lease, d time.Duration) {
+	if c.died() != nil {
+		return
+	}
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
 	// A client-pause nemesis may stop the holder anywhere in its work, its lock's renewals with it.
 	var pauses *Pauses
 	if c.env.Faults != nil {
 		pauses = c.env.Faults.Pauses
 	}
-	pauses.sleepHolding(c.pid, c.locker, d, c.runDone)
+	pauses.sleepHolding(c.pid, c.locker, d, c.procCtx.Done())
+	if dd := c.died(); dd != nil {
+		c.rec.Record(history.Event{Type: history.Info, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value, Error: "the client program died (" + dd.Exit + ")"})
+		return
+	}
 	c.rec.Record(history.Event{Type: history.OK, Process: c.pid, F: history.FWork, Key: lease.Key, Value: lease.Value})
 }
 
 // extend renews lease for the TTL and records it: ok with the renewed deadline, fail with reason
 // lost (the lock said the lease was no longer held) or error, info when the outcome is unknown.
 func (c *client) extend(lease *locks.Lease) (*locks.Lease, history.Type) {
+	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value})
 	ectx, cancel := context.WithTimeout(c.opCtx, c.ttl)
 	renewed, err := c.locker.Extend(ectx, lease, c.ttl)
 	cancel()
+	if d := c.died(); err == nil && d != nil {
+		err = &locks.IndeterminateError{Err: fmt.Errorf("the client program died as it answered (%s)", d.Exit)}
+	}
 	if err != nil {
 		ev := history.Event{Type: completion(err), Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value, Error: err.Error()}
 		if ev.Type == history.Fail {

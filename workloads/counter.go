@@ -100,6 +100,9 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, loc
 	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Value: strconv.FormatInt(v, 10)})
 
 	c.Pauses.pointWith(pid, lock)
+	if m, ok := lock.(locks.Mortal); ok && m.Died() != nil {
+		return true // the process died before its write: it writes nothing
+	}
 
 	next := strconv.FormatInt(v+1, 10)
 	guard := string(c.Store.Guard())

@@ -108,6 +108,9 @@ func (m Mutex) holdExtending(c *client, rng *rand.Rand, lease *locks.Lease) (*lo
 			chunk = until + late
 		}
 		c.work(lease, chunk)
+		if c.died() != nil {
+			return lease, true // a dead process renews nothing
+		}
 		left -= chunk
 		renewed, typ := c.extend(lease)
 		switch typ {

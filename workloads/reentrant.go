@@ -19,6 +19,9 @@ func (m Mutex) holdReentrant(c *client, rng *rand.Rand, lease *locks.Lease, d ti
 	}
 	before, inside := time.Duration(rng.Float64()*float64(d)/2), time.Duration(rng.Float64()*float64(d)/2)
 	c.work(lease, before)
+	if c.died() != nil {
+		return // the process died holding: its release retires it
+	}
 	inner, err := c.acquire(lease.Key)
 	if err != nil || inner == nil {
 		// Refused (or unknown) for the owner: the checker sees it; the outer hold goes on.
@@ -26,6 +29,9 @@ func (m Mutex) holdReentrant(c *client, rng *rand.Rand, lease *locks.Lease, d ti
 		return
 	}
 	c.work(inner, inside)
+	if c.died() != nil {
+		return
+	}
 	c.release(inner, false)
 	c.work(lease, d-before-inside)
 }
@@ -35,6 +41,10 @@ func (m Mutex) holdReentrant(c *client, rng *rand.Rand, lease *locks.Lease, d ti
 // accepts it may free another client's lock. Recorded as a release naming no lease of the process;
 // a refusal is reason not-owner.
 func (c *client) foreignUnlock(key string) error {
+	if c.died() != nil {
+		return c.retire()
+	}
+	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: key})
 	rctx, cancel := contextWithTimeout(c)
 	err := c.locker.Release(rctx, &locks.Lease{Key: key})
