@@ -74,8 +74,8 @@ func faultsBetween(faults []FaultWindow, from, to int64) string {
 	return strings.Join(names, "; ")
 }
 
-// leaseFindings applies step 6d: early lease losses and late extends, each of which makes the
-// lock-level verdict invalid.
+// leaseFindings applies step 6d: early lease losses and late extends and renewals (renewHold),
+// each of which makes the lock-level verdict invalid.
 func (r *Result) leaseFindings(p *parsed, limit int) {
 	r.EarlyLossCount = len(p.earlyLosses)
 	r.EarlyLosses = p.earlyLosses[:min(len(p.earlyLosses), limit)]
@@ -102,7 +102,7 @@ func (r *Result) summarizeLeaseFindings(b *strings.Builder, show int) {
 		}
 	}
 	if r.LateExtendCount > 0 {
-		fmt.Fprintf(b, "late extends: %d extends renewed a lease that had already ended:\n", r.LateExtendCount)
+		fmt.Fprintf(b, "late extends and renewals: %d renewals (an extend's ok, or the lock's own renewed news) came after the lease had already ended:\n", r.LateExtendCount)
 		for i, l := range r.LateExtends {
 			if i == show {
 				fmt.Fprintf(b, "  ... and %d more\n", r.LateExtendCount-show)
