@@ -64,8 +64,11 @@ func (v *validator) extended(i, j int) error {
 
 // LateExtend is a renewal that completed after the lease it renewed had already ended: an ok
 // extend (a late extend) or the lock's own renewed event (a late renewal). The lock renewed a lease
-// it no longer promised, so between the old deadline and the renewal another client could hold the
-// key (and the holder, told it still held, goes on working).
+// it no longer promised. Like every ok that tells a process it holds a key, it is a grant: a new
+// hold from its completion (see parser.revive), which breaks mutual exclusion exactly when it
+// overlaps another client's hold (a renewal that revived a key another client held by then). By
+// itself it is a finding that names the renewal, not a violation: a correct lock's owner-checked
+// renewal can land just after the deadline it promised, while its key is still its own.
 type LateExtend struct {
 	Key     string `json:"key"`
 	Process int    `json:"process"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -283,23 +284,17 @@ func (pr *parser) event(i int) {
 			pr.expired++
 			p.expired[key]++
 		}
-		id := int32(len(p.holds))
-		p.holds = append(p.holds, h)
+		id := pr.grant(h)
 		if e.Depth > 0 {
 			pr.levels.enter(e.Process, id, e.Depth)
 		}
-		p.cul.granted(p, id)
-		op := open[e.Process]
-		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
-		open[e.Process] = append(op, id)
-		r := append(recent[e.Process], id)
-		if len(r) > recentHolds {
-			r = r[len(r)-recentHolds:]
-		}
-		recent[e.Process] = r
 	case history.FRelease, history.FExtend:
 		p.cul.leaseOp(p, recent[e.Process], inv, e)
+		late := len(p.lateExtends)
 		p.leaseEvent(recent[e.Process], inv, e)
+		if len(p.lateExtends) > late {
+			pr.revive(&p.lateExtends[late])
+		}
 		if e.F == history.FRelease {
 			pr.foreignUnlock(e)
 		}
@@ -388,6 +383,57 @@ func processOf(n string) (int, bool) {
 	return pid, err == nil
 }
 
+// grant adds the new hold h of its process (step 1): it joins the process's open and recent holds
+// and returns its id.
+func (pr *parser) grant(h hold) int32 {
+	p := pr.p
+	id := int32(len(p.holds))
+	p.holds = append(p.holds, h)
+	p.cul.granted(p, id)
+	op := pr.open[h.Process]
+	op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
+	pr.open[h.Process] = append(op, id)
+	r := append(pr.recent[h.Process], id)
+	if len(r) > recentHolds {
+		r = r[len(r)-recentHolds:]
+	}
+	pr.recent[h.Process] = r
+	return id
+}
+
+// revive applies the late renewal l (an extend's ok or the lock's renewed news after the lease's
+// promise had ended): every ok that tells a process it holds a key is a grant, so it is a new hold
+// from the renewal's completion to the deadline it promised, judged against every other hold (the
+// time between the old deadline and the renewal stays unheld). The reentrant levels the process
+// entered under the old hold carry over to the new one.
+func (pr *parser) revive(l *LateExtend) {
+	p := pr.p
+	r := pr.recent[l.Process]
+	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
+	dl := effectiveDeadline(l.NewDeadline)
+	h := hold{key: l.Key, HoldInfo: HoldInfo{Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}}
+	old := int32(-1)
+	if k >= 0 {
+		old = r[k]
+		o := &p.holds[old]
+		h.Token, h.Nodes, h.Validity = o.Token, o.Nodes, o.Validity
+	}
+	h.granted = dl
+	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+	h.Reentry = fmt.Sprintf("was told by a late %s at %s that it held the lease again, %s after the lease had ended at %s,",
+		strings.TrimPrefix(l.Kind(), "late "), FormatTime(l.Completed), FormatSpan(l.Completed-l.Deadline), FormatTime(l.Deadline))
+	if old < 0 {
+		h.Reentry = fmt.Sprintf("was told by an %s at %s that it held a lease it had not been granted,", l.F, FormatTime(l.Completed))
+	}
+	if expiredOnArrival(h.Start, dl) {
+		h.dead, h.EndedBy = true, "expired on arrival"
+	}
+	id := pr.grant(h)
+	if old >= 0 {
+		pr.levels.move(l.Process, old, id)
+	}
+}
+
 // leaseNews applies a renewal or loss the lock reported by itself to the process's hold of that
 // lease: a renewal is judged as an extend is (renewHold: in time it moves the deadline, after the
 // lease's promise had ended it is a late renewal); a loss ends the hold there (before a promised
@@ -407,6 +453,7 @@ func (pr *parser) leaseNews(e *history.Event) {
 		// One rule with extends (renewHold): in time it moves the deadline, late it is a finding.
 		if old := h.Deadline; renewHold(h, e.Time, e.Deadline) {
 			p.lateExtends = append(p.lateExtends, lateRenewal(h, old, e))
+			pr.revive(&p.lateExtends[len(p.lateExtends)-1])
 		}
 		return
 	}

@@ -19,6 +19,7 @@ type Monitor struct {
 	nem    []history.Event       // nemesis invokes in flight, oldest first
 	levels levelBook[*hold]      // process -> reentrant levels it entered and has not left
 	open   map[int][]*hold       // process -> holds it has not released
+	latest map[int][]*hold       // process -> its latest holds, released or not, as the parser's recent
 	active map[string][]*hold    // key -> holds that may still overlap a later hold
 	// recent are the pairs counted at time now. Until time moves on, a release invoked at now can
 	// still shrink a hold to end exactly at now, turning such a pair into a legal hand-off.
@@ -34,6 +35,7 @@ func NewMonitor() *Monitor {
 		ext:    make(map[int]history.Event),
 		levels: levelBook[*hold]{},
 		open:   make(map[int][]*hold),
+		latest: make(map[int][]*hold),
 		active: make(map[string][]*hold),
 	}
 }
@@ -93,18 +95,30 @@ func (m *Monitor) acquired(e history.Event) {
 			return
 		}
 	}
-	dl := effectiveDeadline(e.Deadline)
-	h := &hold{key: key, HoldInfo: HoldInfo{Process: e.Process, Value: e.Value, Start: e.Time, Deadline: dl}}
-	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
-	h.dead = expiredOnArrival(h.Start, dl)
+	h := m.grant(key, e.Process, e.Value, e.Time, e.Deadline)
 	if e.Depth > 0 {
 		m.levels.enter(e.Process, h, e.Depth)
 	}
+}
+
+// grant is a new hold of key by process pid from start until deadline (0: none), counted against
+// every hold of the key still in effect: an ok acquire, or a late renewal (parser.revive).
+func (m *Monitor) grant(key string, pid int, value string, start, deadline int64) *hold {
+	dl := effectiveDeadline(deadline)
+	h := &hold{key: key, HoldInfo: HoldInfo{Process: pid, Value: value, Start: start, Deadline: dl}}
+	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+	h.dead = expiredOnArrival(h.Start, dl)
+	op := m.open[pid]
 	op = dropExpired(op, func(j int) *hold { return op[j] }, h.Start)
 	clear(op[len(op):cap(op)])
-	m.open[e.Process] = append(op, h)
-	if expiredOnArrival(h.Start, dl) {
-		return // no hold: a release may still name it, but it overlaps nothing
+	m.open[pid] = append(op, h)
+	r := append(m.latest[pid], h)
+	if len(r) > recentHolds {
+		r = r[len(r)-recentHolds:]
+	}
+	m.latest[pid] = r
+	if h.dead {
+		return h // no hold: a release may still name it, but it overlaps nothing
 	}
 	act := m.active[key]
 	kept := act[:0]
@@ -121,6 +135,7 @@ func (m *Monitor) acquired(e history.Event) {
 		}
 	}
 	m.active[key] = append(kept, h)
+	return h
 }
 
 // released is a release invoke: the process leaves the level it names, or its latest matching
@@ -159,10 +174,23 @@ func (m *Monitor) extended(e history.Event) {
 	if !ok || e.Type != history.OK {
 		return
 	}
-	hs := m.open[e.Process]
-	if j := findLease(len(hs), func(j int) *hold { return hs[j] }, inv.Key, inv.Value); j >= 0 {
-		renewHold(hs[j], e.Time, e.Deadline)
+	hs := m.latest[e.Process]
+	j := findLease(len(hs), func(j int) *hold { return hs[j] }, inv.Key, inv.Value)
+	if j < 0 {
+		m.grant(inv.Key, e.Process, inv.Value, e.Time, e.Deadline) // an extend of a lease never granted
+		return
 	}
+	m.renew(hs[j], e)
+}
+
+// renew applies the renewal e (an ok extend or a renewed event) to its hold h by renewHold's rule;
+// a late one is a grant of its own (parser.revive), to which the levels entered under h move.
+func (m *Monitor) renew(h *hold, e history.Event) {
+	if !renewHold(h, e.Time, e.Deadline) {
+		return
+	}
+	n := m.grant(h.key, e.Process, h.Value, e.Time, e.Deadline)
+	m.levels.move(e.Process, h, n)
 }
 
 // nemesis pairs nemesis events as the checker does; a client crash that took effect ends the
@@ -205,14 +233,14 @@ func (m *Monitor) nemesis(e history.Event) {
 // as an overlap a grant to another client after the holder was told it had lost the lock, which the
 // checker does not, and a run told to stop at its first violation would stop on nothing.
 func (m *Monitor) leaseNews(e history.Event) {
-	hs := m.open[e.Process]
+	hs := m.latest[e.Process]
 	j := findLease(len(hs), func(j int) *hold { return hs[j] }, e.Key, e.Value)
 	if j < 0 {
 		return
 	}
 	h := hs[j]
 	if e.F == history.FRenewed {
-		renewHold(h, e.Time, e.Deadline)
+		m.renew(h, e)
 		return
 	}
 	if h.dead || e.Time > h.End {

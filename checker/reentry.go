@@ -30,6 +30,15 @@ func (b levelBook[T]) enter(pid int, h T, depth int) {
 	b[pid] = append(b[pid], level[T]{h, depth})
 }
 
+// move hands the levels the process entered under hold from over to hold to.
+func (b levelBook[T]) move(pid int, from, to T) {
+	for k := range b[pid] {
+		if b[pid][k].h == from {
+			b[pid][k].h = to
+		}
+	}
+}
+
 // leave removes the process's latest level at depth whose hold match accepts, and returns that
 // hold and whether the process has now left every level of it. found is false when the process
 // entered no such level (a retried release, or an id carrying on the levels of one it replaced).

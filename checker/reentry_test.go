@@ -142,18 +142,25 @@ func TestDepthsMustAddUp(t *testing.T) {
 }
 
 // One rule for the lock's renewals and the client's extends: after the lease's promise had ended,
-// either is a late renewal that makes the run invalid; a watchdog's renewals of a lease with no
-// deadline are not.
+// either is a late renewal, a grant of its own from then on, which breaks mutual exclusion where it
+// overlaps another client's hold; a watchdog's renewals of a lease with no deadline are not late.
 func TestLateRenewalIsJudgedAsALateExtend(t *testing.T) {
 	late := planned([]string{"k"}).enter(0, "k", 0, 5, "a", 500, 0).news(0, history.FRenewed, "k", "a", 600, 1100).
 		news(0, history.FRenewed, "k", "a", 700, 1200)
 	r := mustCheck(t, late.end(10000, history.OK, "").events())
-	if r.Valid != Invalid || r.LateExtendCount != 1 || r.LateExtends[0].F != history.FRenewed || !strings.Contains(r.LateExtends[0].Description, "late renewal") {
-		t.Errorf("renewed after the deadline: %s, %d late, %+v; want invalid, 1 late renewal (the second renews one already late)", r.Valid, r.LateExtendCount, r.LateExtends)
+	if r.Valid != Valid || r.LateExtendCount != 1 || r.LateExtends[0].F != history.FRenewed || !strings.Contains(r.LateExtends[0].Description, "late renewal") {
+		t.Errorf("renewed after the deadline: %s, %d late, %+v; want valid, 1 late renewal (the second renews the revived lease)", r.Valid, r.LateExtendCount, r.LateExtends)
 	}
-	lost := planned([]string{"k"}).enter(0, "k", 0, 5, "a", 0, 1).news(0, history.FLost, "k", "a", 300, 0).news(0, history.FRenewed, "k", "a", 400, 0)
+	// The same while p1, granted at 550 after the deadline, still holds: two holders.
+	over := planned([]string{"k"}).enter(0, "k", 0, 5, "a", 500, 0).enter(1, "k", 540, 550, "b", 2000, 0).
+		news(0, history.FRenewed, "k", "a", 600, 1100)
+	if r := mustCheck(t, over.end(10000, history.OK, "").events()); r.Valid != Invalid || r.ViolationCount != 1 || !strings.Contains(r.Violations[0].Description, "late renewal") {
+		t.Errorf("renewed over another holder: %s, %d violations %+v; want invalid, 1 naming the late renewal", r.Valid, r.ViolationCount, r.Violations)
+	}
+	lost := planned([]string{"k"}).enter(0, "k", 0, 5, "a", 0, 1).news(0, history.FLost, "k", "a", 300, 0).
+		enter(1, "k", 340, 350, "b", 0, 1).news(0, history.FRenewed, "k", "a", 400, 0)
 	if r := mustCheck(t, lost.end(10000, history.OK, "").events()); r.LateExtendCount != 1 || r.Valid != Invalid {
-		t.Errorf("renewed after it was reported lost: %d late, %s; want 1, invalid", r.LateExtendCount, r.Valid)
+		t.Errorf("renewed after it was reported lost, while p1 held: %d late, %s; want 1, invalid", r.LateExtendCount, r.Valid)
 	}
 	watchdog := planned([]string{"k"}).enter(0, "k", 0, 5, "a", 0, 1).news(0, history.FRenewed, "k", "a", 300, 1300).
 		news(0, history.FRenewed, "k", "a", 600, 1600).leave(0, "k", "a", 700, 705, 1, history.OK).news(0, history.FRenewed, "k", "a", 702, 1702)
