@@ -26,7 +26,7 @@ C=clients/corpus
 SHAPES=$(cat <<'TABLE'
 shared_value        | shared_value.py        | invalid  | --time-limit 8s
 check_then_set      | check_then_set.py      | invalid  | --time-limit 8s --client-groups 2 --node-timeout 900ms --nemesis latency:group=c2:target=all:mode=steady:delay=700ms:duration=2s:interval=500ms
-reentrant_local     | reentrant_local.py     | gap      | --time-limit 8s --client-capabilities reentrant --reentrant --hold-max 5s --think-max 5ms
+reentrant_local     | reentrant_local.py     | invalid  | --time-limit 8s --client-capabilities reentrant --reentrant --hold-max 5s --think-max 5ms
 token_wallclock     | token_wallclock.py     | invalid  | --time-limit 8s --client-capabilities token --think-max 5ms --nemesis client-clock:target=all:offset=5s:duration=2s:interval=1s
 validity_plus_drift | validity_plus_drift.py | invalid  | --time-limit 8s --client-capabilities validity --think-max 5ms
 retry_exists        | retry_exists.py        | invalid  | --time-limit 8s --client-groups 2 --nemesis latency:group=c2:target=all:mode=spike:duration=1s:interval=1s
