@@ -55,17 +55,20 @@ browser:
 newcomer: deps
 	@scripts/newcomer.sh
 
-# Checker throughput on a generated history of one million operations on one hot key, then
-# `lockpick check FILE` from disk at 100k, 1M and 10M operations: wall time, CPU, peak RSS and a hash
-# of the verdict (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same
-# files; BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in $$TMPDIR). Last, the
-# harness at the ceiling (no think time, no holds) beside a bare go-redis loop on the same kind of
-# nodes, for single and Redlock, with and without links (docs/speed.md).
+# Checker throughput on a generated history of one million operations on one hot key, then what
+# users wait for at 100k, 1M and 10M operations: `lockpick check FILE` and `lockpick check RUNDIR`
+# (the history in a run directory with a config.json: the verdict, results and report.html), as
+# wall time, CPU (user+sys) and peak RSS, medians of BENCH_REPS, with a hash of the verdict
+# (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same files, run
+# alternately with $(BIN); BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in
+# $$TMPDIR). Last, the harness at the ceiling (no think time, no holds) beside a bare go-redis loop
+# on the same kind of nodes, for single and Redlock, with and without links (docs/speed.md).
 BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
+BENCH_REPS  ?= 3
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
-	SIZES="$(BENCH_SIZES)" scripts/bench-check.sh $(BIN) $(BEFORE)
+	SIZES="$(BENCH_SIZES)" REPS="$(BENCH_REPS)" scripts/bench-check.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
 	$(GO) test ./harness -run '^$$' -bench Ceiling -benchtime 1x
 

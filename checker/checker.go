@@ -30,6 +30,10 @@ type Options struct {
 	// MaxVisualizedOps is the number of porcupine operations above which the visualization shows
 	// only segments that failed or contain a violation (default 20000).
 	MaxVisualizedOps int
+	// Observe, when set, is called with every event of the history in the order the checker reads
+	// it, so a caller builds what it draws (the run's report) from the same pass over the history.
+	// It must not keep e itself (the next event overwrites it); its fields it may keep.
+	Observe func(e *history.Event)
 
 	// alwaysPorcupine sends every segment to porcupine, even those it decides without (tests).
 	alwaysPorcupine bool
@@ -92,6 +96,9 @@ func CheckReader(r io.Reader, opts Options) (*Result, error) {
 	st := streamStore()
 	v, pr := newValidator(st), newParser(st)
 	for s.Scan() {
+		if opts.Observe != nil {
+			opts.Observe(s.Event())
+		}
 		st.push(s.Event(), s.Line())
 		i := st.n - 1
 		if err := v.event(i); err != nil {
@@ -116,6 +123,11 @@ func CheckReader(r io.Reader, opts Options) (*Result, error) {
 // check is CheckLog with quiet-point splitting optional, so tests can show splitting changes nothing.
 func check(l *history.Log, opts Options, split bool) (*Result, error) {
 	began := time.Now()
+	if opts.Observe != nil {
+		for i := range l.Events {
+			opts.Observe(&l.Events[i])
+		}
+	}
 	// Step 0: the history's own assumptions, before anything reads it.
 	run, err := validate(l)
 	if err != nil {

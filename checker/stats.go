@@ -100,16 +100,26 @@ func faultWindows(st *store, p *parsed) []FaultWindow {
 }
 
 // whollyInFaults counts ok acquires whose invoke and completion both fell while one fault was
-// certainly in effect.
+// certainly in effect: some window applied at or before the invoke and lifted at or after the
+// completion. Windows sorted by when they were applied, with the latest lift among each prefix,
+// make that one binary search per acquire (holds times windows was 1.7 s at 10M operations).
 func whollyInFaults(holds []hold, wins []FaultWindow) int {
+	type win struct{ applied, lifted int64 }
+	ws := make([]win, len(wins))
+	for i, w := range wins {
+		ws[i] = win{w.Applied, w.Lifted}
+	}
+	slices.SortFunc(ws, func(a, b win) int { return cmp.Compare(a.applied, b.applied) })
+	for i := 1; i < len(ws); i++ {
+		ws[i].lifted = max(ws[i].lifted, ws[i-1].lifted) // the latest lift of any window up to i
+	}
 	n := 0
 	for i := range holds {
 		h := &holds[i]
-		for _, w := range wins {
-			if h.Invoke >= w.Applied && h.Start <= w.Lifted {
-				n++
-				break
-			}
+		// The windows applied at or before the invoke are ws[:k].
+		k := sort.Search(len(ws), func(j int) bool { return ws[j].applied > h.Invoke })
+		if k > 0 && ws[k-1].lifted >= h.Start {
+			n++
 		}
 	}
 	return n

@@ -446,15 +446,16 @@ func stopAtFirst(faultCtx context.Context, st *status, start time.Time, recovery
 
 // Check reads the history stored in dir, checks it, and writes the results beside it.
 func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Result, error) {
-	res, err := checker.CheckFile(filepath.Join(dir, history.FileName), checker.Options{Timeout: timeout})
+	// One pass over the history makes the verdict and everything the report shows.
+	c, err := results.CheckRun(dir, checker.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", dir, err)
 	}
 	info.Dir = dir
-	if err := results.Write(dir, res, info); err != nil {
+	if err := c.Write(info); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return c.Result, nil
 }
 
 // recordFinal reads each counter over the resource node's admin connection and records it as a

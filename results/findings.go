@@ -268,9 +268,9 @@ func clientFaultLane(slot int, lo, hi int64, faults []checker.FaultWindow, d *ru
 func othersLane(d *runData, key string, slot int, lo, hi int64) flane {
 	var spans [][2]int64
 	n := 0
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		if a.outcome != outOK || a.key != key || a.slot == slot || a.holdEnd < lo || a.comp > hi {
+	for i := range d.holds {
+		a := &d.holds[i]
+		if a.key != key || d.slotOf(a.pid) == slot || a.holdEnd < lo || a.comp > hi {
 			continue
 		}
 		n++
@@ -297,11 +297,11 @@ func mergeSpans(spans [][2]int64, gap int64) [][2]int64 {
 }
 
 // holdBefore is the latest ok acquire of pid on key that completed at or before t.
-func (d *runData) holdBefore(pid int, key string, t int64) *acquire {
-	var best *acquire
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		if a.pid == pid && a.key == key && a.outcome == outOK && a.comp <= t {
+func (d *runData) holdBefore(pid int, key string, t int64) *okHold {
+	var best *okHold
+	for i := range d.holds {
+		a := &d.holds[i]
+		if a.pid == pid && a.key == key && a.comp <= t {
 			best = a
 		}
 	}

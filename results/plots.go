@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"maps"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -49,7 +49,7 @@ const (
 	plotW   = 26 * vg.Centimeter
 	plotH   = 8 * vg.Centimeter
 	plotDPI = 110
-	// maxPlotPoints bounds the latency scatter; failed acquires beyond it are sampled evenly.
+	// maxPlotPoints bounds the latency scatter of each outcome, sampled evenly beyond it.
 	maxPlotPoints = 60000
 )
 
@@ -153,42 +153,23 @@ func drawPlot(p *plot.Plot, c draw.Canvas) {
 	p.Legend = legend
 }
 
-// latencyPlot scatters every completed acquire's latency by outcome, with per-interval p50 and p99.
+// latencyGroups are the scatter's outcomes, in the order drawn (ok on top).
+var latencyGroups = []struct {
+	o     byte
+	name  string
+	color color.Color
+}{{outFail, "fail (held)", colFail}, {outError, "fail (error)", colError}, {outInfo, "info", colInfo}, {outOK, "ok", colOK}}
+
+// latencyPlot scatters every completed acquire's latency by outcome (sampled past maxPlotPoints of
+// one outcome), with per-interval p50 and p99.
 func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 	p := newPlot("Acquire latency", "latency (ms, log)", d, wins)
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	groups := map[byte]plotter.XYs{}
-	var fails int
-	for i := range d.acquires {
-		if o := d.acquires[i].outcome; o == outFail {
-			fails++
-		}
-	}
-	stride := 1
-	if n := len(d.acquires); n > maxPlotPoints {
-		stride = (fails + maxPlotPoints/2 - 1) / (maxPlotPoints / 2)
-	}
 	caption := "Each completed acquire at its invoke time: ok green, failed (held) grey, failed (error) red, unknown (info) orange; lines are the p50 and p99 of all completed acquires per interval; fault windows shaded."
-	if stride > 1 {
-		caption += fmt.Sprintf(" Failed acquires are sampled, 1 in %d.", stride)
-	}
-	seenFail := 0
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		if a.outcome == outPending {
-			continue
-		}
-		if a.outcome == outFail {
-			seenFail++
-			if seenFail%stride != 0 {
-				continue
-			}
-		}
-		groups[a.outcome] = append(groups[a.outcome], plotter.XY{X: sec(a.inv), Y: latencyMS(a)})
-	}
+	caption += d.lat.sampledNote()
 	lo := math.Inf(1)
-	for _, o := range []byte{outFail, outError, outInfo, outOK} {
-		for _, pt := range groups[o] {
+	for _, g := range latencyGroups {
+		for _, pt := range d.lat.scatter[g.o].pts {
 			lo = math.Min(lo, pt.Y)
 		}
 	}
@@ -196,15 +177,14 @@ func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 		lo = 0.01
 	}
 	p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo)))
-	for _, g := range []struct {
-		o     byte
-		name  string
-		color color.Color
-	}{{outFail, "fail (held)", colFail}, {outError, "fail (error)", colError}, {outInfo, "info", colInfo}, {outOK, "ok", colOK}} {
-		pts := groups[g.o]
+	for _, g := range latencyGroups {
+		pts := d.lat.scatter[g.o].pts
 		if len(pts) == 0 {
 			continue
 		}
+		// Gathered as acquires completed; drawn in the order they were invoked, as always, so
+		// that where points overlap the page does not change.
+		slices.SortStableFunc(pts, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 		s, err := plotter.NewScatter(pts)
 		if err != nil {
 			return nil, "", fmt.Errorf("latency plot: %w", err)
@@ -219,7 +199,7 @@ func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 		dash  []vg.Length
 		color color.Color
 	}{{0.5, "p50", nil, color.Black}, {0.99, "p99", []vg.Length{vg.Points(4), vg.Points(2)}, color.NRGBA{0x55, 0x00, 0x88, 0xff}}} {
-		pts := quantileLine(d, q.q)
+		pts := d.lat.quantileLine(d.end, q.q)
 		if len(pts) < 2 {
 			continue
 		}
@@ -239,43 +219,9 @@ func latencyPlot(d *runData, wins [][2]float64) ([]byte, string, error) {
 	return b, caption, err
 }
 
-func latencyMS(a *acquire) float64 { return math.Max(float64(a.comp-a.inv)/1e6, 0.001) }
-
-// quantileLine is the q-quantile of completed acquires' latency per interval (60 over the run).
-func quantileLine(d *runData, q float64) plotter.XYs {
-	width := max(d.end/60, int64(1e8))
-	buckets := map[int64][]float64{}
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		if a.outcome != outPending {
-			buckets[a.inv/width] = append(buckets[a.inv/width], latencyMS(a))
-		}
-	}
-	var pts plotter.XYs
-	for _, k := range slices.Sorted(maps.Keys(buckets)) {
-		v := buckets[k]
-		sort.Float64s(v)
-		pts = append(pts, plotter.XY{X: sec(k*width + width/2), Y: v[min(int(q*float64(len(v))), len(v)-1)]})
-	}
-	return pts
-}
-
 // ratePlot stacks two panels: acquires invoked per second by outcome, and grants per second.
 func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
-	secs := int(d.end/1e9) + 1
-	counts := map[byte][]float64{}
-	for _, o := range []byte{outOK, outFail, outError, outInfo} {
-		counts[o] = make([]float64, secs)
-	}
-	total := make([]float64, secs)
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		s := int(a.inv / 1e9)
-		total[s]++
-		if a.outcome != outPending {
-			counts[a.outcome][s]++
-		}
-	}
+	counts, total := d.rate.by, d.rate.total
 	top := newPlot("Acquires invoked per second", "per second", d, wins)
 	bottom := newPlot("Leases granted per second", "per second", d, wins)
 	top.Y.Min, bottom.Y.Min = 0, 0
@@ -316,10 +262,21 @@ func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// maxRatePoints is about the plot's width in pixels: a run longer than that many seconds draws each
+// line as the mean rate over spans of several seconds, which is what its pixels could show anyway,
+// at a fraction of the cost of stroking a segment per second.
+const maxRatePoints = 1200
+
 func addRateLine(p *plot.Plot, name string, perSec []float64, c color.Color) error {
-	pts := make(plotter.XYs, len(perSec))
-	for i, v := range perSec {
-		pts[i] = plotter.XY{X: float64(i) + 0.5, Y: v}
+	span := (len(perSec) + maxRatePoints - 1) / maxRatePoints
+	pts := make(plotter.XYs, 0, len(perSec)/max(span, 1)+1)
+	for i := 0; i < len(perSec); i += span {
+		part := perSec[i:min(i+span, len(perSec))]
+		var sum float64
+		for _, v := range part {
+			sum += v
+		}
+		pts = append(pts, plotter.XY{X: float64(i) + float64(len(part))/2, Y: sum / float64(len(part))})
 	}
 	l, err := plotter.NewLine(pts)
 	if err != nil {

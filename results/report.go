@@ -79,6 +79,11 @@ func WriteReport(dir string, res *checker.Result, info RunInfo) error {
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
+	return writeReport(dir, res, info, d)
+}
+
+// writeReport writes report.html and the plot images of d, gathered from the run's history.
+func writeReport(dir string, res *checker.Result, info RunInfo, d *runData) error {
 	plots, err := writePlots(dir, res, d)
 	if err != nil {
 		return fmt.Errorf("write report: %w", err)

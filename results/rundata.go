@@ -114,6 +114,8 @@ const (
 	outError // a definite failure with reason "error": unreachable, no quorum
 	outInfo
 	outPending
+	// outcomes is the number of outcomes of a completed acquire (those before outPending).
+	outcomes = int(outPending)
 )
 
 // Ways a hold ended, as the report draws them.
@@ -122,21 +124,6 @@ const (
 	endExpiry
 	endOpen // the history ended first
 )
-
-// acquire is one acquire operation, with the hold it gave when it completed ok.
-type acquire struct {
-	pid      int
-	slot     int
-	key      string
-	value    string
-	inv      int64
-	comp     int64 // the history's end for a pending acquire
-	outcome  byte
-	holdEnd  int64 // ok only: the earlier of the release's invoke and the deadline
-	endedBy  byte
-	deadline int64
-	nodes    []string
-}
 
 // write is one write of the counter workload's resource.
 type write struct {
@@ -147,6 +134,16 @@ type write struct {
 	accepted  bool
 }
 
+// okHold is an acquire that completed ok, with the hold it gave: kept, for the stale-write
+// timelines, only in runs with a protected resource (see collector.keepHolds).
+type okHold struct {
+	pid       int
+	key       string
+	inv, comp int64
+	holdEnd   int64
+	nodes     []string
+}
+
 // offsetPoint is a node's clock offset from a clock nemesis event: set on the invoke, measured on
 // the completion.
 type offsetPoint struct {
@@ -155,42 +152,37 @@ type offsetPoint struct {
 	measured bool
 }
 
-// runData is what the report and the plots draw, read once from the history.
+// runData is what the report and the plots draw, gathered in one pass over the history (the
+// checker's own, see CheckRun): exact where it is drawn one by one (faults, clock offsets, writes,
+// the timeline of a small run) and bounded otherwise (sampled latencies, rate and time bins), so its
+// memory grows with the run's clients, nodes and length in time, not with its operations.
 type runData struct {
-	meta     runMeta
-	clients  int   // slots: a process id p runs in slot p mod clients (workloads/client.go)
-	end      int64 // time of the last event
-	acquires []acquire
-	writes   []write
-	offsets  map[string][]offsetPoint
+	meta    runMeta
+	clients int   // slots: a process id p runs in slot p mod clients (workloads/client.go)
+	end     int64 // time of the last event
+	writes  []write
+	holds   []okHold
+	offsets map[string][]offsetPoint
 	// nodes are the nodes named by fault windows and leases, in order of first appearance.
 	nodes []string
+	tl    *tlBuilder
+	lat   *latencyData
+	rate  rateBins
 	lost  []lostUpdate // see lostUpdates
 }
 
-// readRunData reads the run's configuration and history.
+// readRunData reads the run's configuration and its history, without checking it: the report of a
+// result checked elsewhere (Write). CheckRun gathers the same in the checker's pass.
 func readRunData(dir string, res *checker.Result) (*runData, error) {
 	meta, err := readMeta(dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &runData{meta: meta, clients: meta.Clients, offsets: map[string][]offsetPoint{}}
-	if d.clients <= 0 {
-		// Without a configured client count, one slot per process: a first pass finds how many.
-		n := 0
-		err = eachEvent(filepath.Join(dir, history.FileName), func(e *history.Event) { n = max(n, e.Process+1) })
-		if err != nil {
-			return nil, fmt.Errorf("report: %w", err)
-		}
-		d.clients = max(n, 1)
-	}
-	c := newCollector(d)
+	c := newCollector(meta)
 	if err := eachEvent(filepath.Join(dir, history.FileName), c.event); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	c.finish()
-	d.nodes = nodesOf(d.acquires, res.Faults)
-	return d, nil
+	return c.finish(res), nil
 }
 
 // eachEvent streams a history file with the history's own scanner (the checker's fast decoder), one
@@ -212,123 +204,9 @@ func eachEvent(path string, fn func(e *history.Event)) error {
 	return nil
 }
 
-// collector pairs invokes with completions, and ok acquires with the release that ends their hold,
-// by the same rules as the checker (an earlier deadline ends the hold; a missing one never does).
-type collector struct {
-	d        *runData
-	inflight map[int]int   // pid -> index into acquires of its open acquire
-	open     map[int][]int // pid -> ok acquires whose hold has not ended
-	writeInv map[int]int   // pid -> index into writes
-	seenPlan bool
-}
-
-func newCollector(d *runData) *collector {
-	return &collector{d: d, inflight: map[int]int{}, open: map[int][]int{}, writeInv: map[int]int{}}
-}
-
-func (c *collector) event(e *history.Event) {
-	d := c.d
-	d.end = max(d.end, e.Time)
-	switch {
-	case e.Plan != nil && !c.seenPlan:
-		c.seenPlan = true
-		d.meta.fillFromPlan(e.Plan)
-	case e.Process == history.NemesisProcess:
-		d.nemesisEvent(e)
-	case e.Process < 0:
-	case e.F == history.FAcquire:
-		d.acquireEvent(e, c.inflight, c.open)
-	case e.F == history.FRelease && e.Type == history.Invoke:
-		d.endHold(e, c.open)
-	case e.F == history.FWrite && e.Type == history.Invoke:
-		v, _ := strconv.ParseInt(e.Value, 10, 64)
-		c.writeInv[e.Process] = len(d.writes)
-		d.writes = append(d.writes, write{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, value: v, inv: e.Time, comp: -1})
-	case e.F == history.FWrite:
-		if i, ok := c.writeInv[e.Process]; ok {
-			delete(c.writeInv, e.Process)
-			d.writes[i].comp, d.writes[i].accepted = e.Time, e.Type == history.OK
-		}
-	}
-}
-
-// finish closes what the history left open: pending acquires, and holds never released.
-func (c *collector) finish() {
-	d := c.d
-	for _, i := range c.inflight {
-		d.acquires[i].outcome, d.acquires[i].comp = outPending, d.end
-	}
-	for _, hs := range c.open {
-		for _, i := range hs {
-			a := &d.acquires[i]
-			a.holdEnd, a.endedBy = min(a.deadline, d.end), endOpen
-			if a.deadline <= d.end {
-				a.endedBy = endExpiry
-			}
-		}
-	}
-}
-
-func (d *runData) slotOf(pid int) int { return pid % d.clients }
-
-func (d *runData) acquireEvent(e *history.Event, inflight map[int]int, open map[int][]int) {
-	if e.Type == history.Invoke {
-		inflight[e.Process] = len(d.acquires)
-		d.acquires = append(d.acquires, acquire{pid: e.Process, slot: d.slotOf(e.Process), key: e.Key, inv: e.Time})
-		return
-	}
-	i, ok := inflight[e.Process]
-	if !ok {
-		return // the checker reports a completion without an invoke
-	}
-	delete(inflight, e.Process)
-	a := &d.acquires[i]
-	a.comp = e.Time
-	switch e.Type {
-	case history.OK:
-		a.outcome, a.value, a.nodes = outOK, e.Value, e.Nodes
-		a.deadline = e.Deadline
-		if a.deadline <= 0 {
-			a.deadline = checker.Never
-		}
-		open[e.Process] = append(open[e.Process], i)
-	case history.Fail:
-		a.outcome = outFail
-		if e.Reason == history.ReasonError {
-			a.outcome = outError
-		}
-	default:
-		a.outcome = outInfo
-	}
-}
-
-// endHold ends the latest open hold of the process that the release names.
-func (d *runData) endHold(e *history.Event, open map[int][]int) {
-	hs := open[e.Process]
-	for j := len(hs) - 1; j >= 0; j-- {
-		a := &d.acquires[hs[j]]
-		if (e.Key != "" && e.Key != a.key) || (e.Value != "" && a.value != "" && e.Value != a.value) {
-			continue
-		}
-		a.holdEnd, a.endedBy = e.Time, endRelease
-		if a.deadline < e.Time {
-			a.holdEnd, a.endedBy = a.deadline, endExpiry
-		}
-		a.holdEnd = max(a.holdEnd, a.comp)
-		open[e.Process] = append(hs[:j], hs[j+1:]...)
-		return
-	}
-}
-
-func (d *runData) nemesisEvent(e *history.Event) {
-	for n, off := range e.Offsets {
-		d.offsets[n] = append(d.offsets[n], offsetPoint{t: e.Time, offset: off, measured: e.Type != history.Invoke})
-	}
-}
-
-// nodesOf lists the server nodes that granted leases or were hit by faults; client targets
+// nodesOf lists the server nodes hit by faults, then those that granted leases; client targets
 // ("p3", of client-pause) are drawn on their slot's lane instead.
-func nodesOf(acqs []acquire, faults []checker.FaultWindow) []string {
+func nodesOf(faults []checker.FaultWindow, leaseNodes []string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(n string) {
@@ -342,10 +220,8 @@ func nodesOf(acqs []acquire, faults []checker.FaultWindow) []string {
 			add(n)
 		}
 	}
-	for i := range acqs {
-		for _, n := range acqs[i].nodes {
-			add(n)
-		}
+	for _, n := range leaseNodes {
+		add(n)
 	}
 	return out
 }

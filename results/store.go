@@ -122,8 +122,13 @@ type RunInfo struct {
 	Library *history.Library `json:"library,omitempty"`
 }
 
-// Write stores a result: results.json, summary.txt and the visualization.
+// Write stores a result: results.json, summary.txt, the visualization and the report (which reads
+// the run's history again; CheckRun's Write does not).
 func Write(dir string, res *checker.Result, info RunInfo) error {
+	return writeResults(dir, res, info, func() error { return WriteReport(dir, res, info) })
+}
+
+func writeResults(dir string, res *checker.Result, info RunInfo, report func() error) error {
 	if err := WriteJSON(dir, ResultsFile, Document{Result: res, Run: info}); err != nil {
 		return err
 	}
@@ -133,7 +138,7 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
 		return fmt.Errorf("write visualization: %w", err)
 	}
-	if err := WriteReport(dir, res, info); err != nil {
+	if err := report(); err != nil {
 		return err
 	}
 	if res.Resource == nil {

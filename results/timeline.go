@@ -97,7 +97,7 @@ func timelineData(res *checker.Result, d *runData) tlData {
 		}
 		t.Faults = append(t.Faults, tf)
 	}
-	t.encodeAcquires(d)
+	d.tl.encode(&t, us(d.end))
 	t.Marks = marks(res, d)
 	if len(t.Marks) > maxMarks {
 		t.Notes = append(t.Notes, fmt.Sprintf("%d marks, the first %d drawn", len(t.Marks), maxMarks))
@@ -125,99 +125,6 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// encodeAcquires fills the slots, binning failed acquires and merging holds past the bounds.
-func (t *tlData) encodeAcquires(d *runData) {
-	var fails, oks int
-	for i := range d.acquires {
-		switch d.acquires[i].outcome {
-		case outFail, outError:
-			fails++
-		case outOK:
-			oks++
-		}
-	}
-	if fails > maxExactFails {
-		t.Bin = max(us(d.end)/failBins, 1)
-		t.Notes = append(t.Notes, fmt.Sprintf("%d failed acquires are counted in bins of %s per slot", fails, checker.FormatSpan(t.Bin*1000)))
-	}
-	if oks > maxExactOK {
-		t.MergeGap = max(us(d.end)/failBins, 1)
-		t.Notes = append(t.Notes, fmt.Sprintf("%d holds; each slot's holds less than %s apart are drawn merged", oks, checker.FormatSpan(t.MergeGap*1000)))
-	}
-	last := make([][3]int64, d.clients) // per slot: last ok, fail, info first-field value
-	bins := make([]map[[2]int64]int64, d.clients)
-	for i := range d.acquires {
-		a := &d.acquires[i]
-		s, inv, lat := a.slot, us(a.inv), us(a.comp-a.inv)
-		sl := &t.Slots[s]
-		switch a.outcome {
-		case outOK:
-			end := us(clampEnd(a.holdEnd, d))
-			if t.MergeGap > 0 && t.mergeHold(sl, last[s][0], inv, end) {
-				continue
-			}
-			sl.OK = append(sl.OK, inv-last[s][0], lat, end-us(a.comp), int64(a.endedBy), int64(a.pid))
-			last[s][0] = inv
-		case outFail, outError:
-			code := b2i(a.outcome == outError)
-			if t.Bin > 0 {
-				if bins[s] == nil {
-					bins[s] = map[[2]int64]int64{}
-				}
-				bins[s][[2]int64{inv / t.Bin, code}]++
-				continue
-			}
-			sl.Fail = append(sl.Fail, inv-last[s][1], lat, code)
-			last[s][1] = inv
-		default:
-			sl.Info = append(sl.Info, inv-last[s][2], lat, b2i(a.outcome == outPending), int64(a.pid))
-			last[s][2] = inv
-		}
-	}
-	for s, m := range bins {
-		t.Slots[s].Fail = encodeBins(m)
-	}
-}
-
-// mergeHold extends the slot's last drawn hold by a hold that began less than MergeGap after it
-// ended; the tuple's last field then counts the holds it stands for.
-func (t *tlData) mergeHold(sl *tlSlot, lastInv, inv, end int64) bool {
-	n := len(sl.OK)
-	if n == 0 {
-		return false
-	}
-	prevEnd := lastInv + sl.OK[n-4] + sl.OK[n-3]
-	if inv-prevEnd > t.MergeGap {
-		return false
-	}
-	if sl.OK[n-2] != 3 {
-		sl.OK[n-2], sl.OK[n-1] = 3, 1
-	}
-	sl.OK[n-3] = max(sl.OK[n-3], end-lastInv-sl.OK[n-4])
-	sl.OK[n-1]++
-	return true
-}
-
-func encodeBins(m map[[2]int64]int64) []int64 {
-	keys := make([][2]int64, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i][0] != keys[j][0] {
-			return keys[i][0] < keys[j][0]
-		}
-		return keys[i][1] < keys[j][1]
-	})
-	var out []int64
-	var prev int64
-	for _, k := range keys {
-		out = append(out, k[0]-prev, m[k], k[1])
-		prev = k[0]
-	}
-	return out
 }
 
 // marks are the places the timeline flags: overruns, early lease losses, late extends, stale writes,

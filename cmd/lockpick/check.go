@@ -33,22 +33,30 @@ also rewrites results.json, summary.txt and the visualization there; for a file 
 			if err != nil {
 				return err
 			}
-			// Read one event at a time: memory stays flat however long the history is.
-			res, err := checker.CheckFile(file, checker.Options{Timeout: timeout})
+			opts := checker.Options{Timeout: timeout}
+			if dir == "" {
+				// Read one event at a time: memory stays flat however long the history is.
+				res, err := checker.CheckFile(file, opts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprint(cmd.OutOrStdout(), res.Summary())
+				return exitError{res.Valid.ExitCode()}
+			}
+			// A run directory: the verdict and its report from one pass over the history.
+			c, err := results.CheckRun(dir, opts)
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), res.Summary())
-			if dir != "" {
-				info, _ := results.ReadInfo(dir) // a run that crashed before its results has none
-				info.Dir = dir
-				if err := results.Write(dir, res, info); err != nil {
-					// The verdict is what check is for; a directory it cannot write (a read-only
-					// copy of a run) does not change it.
-					fmt.Fprintf(cmd.ErrOrStderr(), "lockpick: %v (the verdict above stands)\n", err)
-				}
+			fmt.Fprint(cmd.OutOrStdout(), c.Result.Summary())
+			info, _ := results.ReadInfo(dir) // a run that crashed before its results has none
+			info.Dir = dir
+			if err := c.Write(info); err != nil {
+				// The verdict is what check is for; a directory it cannot write (a read-only
+				// copy of a run) does not change it.
+				fmt.Fprintf(cmd.ErrOrStderr(), "lockpick: %v (the verdict above stands)\n", err)
 			}
-			return exitError{res.Valid.ExitCode()}
+			return exitError{c.Result.Valid.ExitCode()}
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "time the checker may take before the verdict is unknown")
