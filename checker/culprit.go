@@ -72,6 +72,7 @@ func (o *relOp) late() bool { return o.hold >= 0 && o.deadline != Never && o.inv
 type keyTrack struct {
 	inflight int     // acquires of the key invoked and not completed
 	live     []int32 // granted holds whose key may still be on the servers
+	pruned   int     // len(live) after its last pruning, so pruning stays amortized O(1) a grant
 	// last is the latest ok release of the key (-1 for none), reported once it kept the key.
 	last     int
 	reported bool
@@ -192,6 +193,11 @@ func (c *culprits) granted(p *parsed, id int32) {
 	case n:
 	default:
 		t.nodes = "*"
+	}
+	if len(t.live) >= 2*t.pruned+64 {
+		// Leases that expired unreleased would otherwise pile up, and every release scans them.
+		t.live = slices.DeleteFunc(t.live, func(o int32) bool { return c.horizon(&p.holds[o])+int64(60e9) < h.Start })
+		t.pruned = len(t.live)
 	}
 	t.live = append(t.live, id)
 }
