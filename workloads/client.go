@@ -160,8 +160,11 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	}
 	ev := history.Event{
 		Type: history.OK, Process: c.pid, F: history.FAcquire, Key: key,
-		Value: lease.Value, Token: lease.Token, Validity: int64(lease.Validity), Nodes: lease.Nodes, Depth: lease.Depth,
+		Value: lease.Value, Token: lease.Token, Validity: int64(max(0, lease.Validity)), Nodes: lease.Nodes, Depth: lease.Depth,
 	}
+	// A library that counts its validity as time.Until(deadline) reports a negative one for a lease
+	// that ended before its acquire returned (a paused node); the history says none was left, and
+	// the deadline says it expired on arrival.
 	if !lease.Deadline.IsZero() { // a watchdog lock promises no deadline: the hold lasts until release
 		ev.Deadline = c.rec.At(lease.Deadline)
 	}
@@ -310,7 +313,7 @@ func (c *client) extend(lease *locks.Lease) (*locks.Lease, history.Type) {
 	}
 	c.rec.Record(history.Event{
 		Type: history.OK, Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value,
-		Deadline: c.rec.At(renewed.Deadline), Validity: int64(renewed.Validity), Nodes: renewed.Nodes,
+		Deadline: c.rec.At(renewed.Deadline), Validity: int64(max(0, renewed.Validity)), Nodes: renewed.Nodes,
 	})
 	return renewed, history.OK
 }
