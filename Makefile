@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
 
 all: build
 
@@ -108,6 +108,10 @@ etcd-figures: deps build
 LOCK ?= single
 card: deps build
 	$(BIN) card $(LOCK) --store $(STORE) --report docs/cards/$(or $(LOCK),client).md $(ARGS)
+
+# The card of every shipped lock, docs/cards/LOCK.md (SEEDS=1,2,3 for more seeds; LOCKS="..." for some).
+cards: deps build
+	SEEDS="$(or $(SEEDS),1)" STORE=$(STORE) scripts/cards.sh $(BIN)
 
 # The Docker subset (issue 16): scenarios whose faults act on the nodes themselves (kill and restart,
 # pause, clock jumps) or on the paths between servers (a stalled replica, a leader cut from its
