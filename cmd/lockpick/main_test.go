@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,15 +17,44 @@ import (
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
-// build compiles lockpick once per test binary run.
+// binDir holds the lockpick that build compiles, shared by the package's tests; TestMain removes it.
+var binDir string
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lockpick-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles lockpick once per test binary run (a link takes seconds on a loaded machine; every
+// test runs the same program) and returns its path. Nothing the tests run writes beside it.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lockpick")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		bin := filepath.Join(binDir, "lockpick")
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 func exitCode(err error) int {
