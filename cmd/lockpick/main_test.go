@@ -70,6 +70,7 @@ func exitCode(err error) int {
 
 // Bad input: one line that names the fix, exit 255, never a panic trace.
 func TestBadInputExits255WithOneLine(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cases := [][]string{
@@ -117,18 +118,20 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 
 // SIGINT in the middle of a run: no redis-server left, the history on disk, and check works on it.
 func TestInterruptLeavesNoNodesAndACheckableHistory(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cmd := exec.Command(bin, "run", "--lock", "redlock", "--nemesis", "restart", "--interval", "1s",
-		"--ttl", "1s", "--time-limit", "60s", "--seed", "9", "--store", store)
+		"--ttl", "1s", "--time-limit", "5m", "--seed", "9", "--store", store)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	// Let the run get going: nodes up and history being written.
-	deadline := time.Now().Add(20 * time.Second)
+	// Let the run get going: nodes up and history being written (on a loaded machine, starting five
+	// nodes and the clients takes a while: the wait ends as soon as the history grows).
+	deadline := time.Now().Add(2 * time.Minute)
 	var hist string
 	for time.Now().Before(deadline) {
 		matches, _ := filepath.Glob(filepath.Join(store, "*", "*", "history.jsonl"))
@@ -210,6 +213,7 @@ func nodesUnder(root string) int {
 
 // A scenario file runs end to end, and its exit code says whether the expectation was met.
 func TestRunScenarioFileAndMatrix(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	file := filepath.Join(t.TempDir(), "s.yaml")
