@@ -38,7 +38,8 @@ func clientExits(st *store, p *parsed, limit int) *ClientExits {
 	var ce *ClientExits
 	for _, op := range p.nemOps {
 		inv := st.at(op.inv)
-		if inv.Fault != history.FaultClientExit || inv.Effect != history.EffectFault {
+		f, _ := op.read(st) // the invoke and completion as one (readFault)
+		if f.Fault != history.FaultClientExit || f.Effect != history.EffectFault {
 			continue
 		}
 		if ce == nil {
@@ -48,9 +49,9 @@ func clientExits(st *store, p *parsed, limit int) *ClientExits {
 		if len(ce.Deaths) >= limit {
 			continue
 		}
-		d := ClientExit{Process: -1, At: inv.Time, Exit: inv.Value}
-		if len(inv.Nodes) > 0 {
-			if pid, ok := processOf(inv.Nodes[0]); ok {
+		d := ClientExit{Process: -1, At: inv.Time, Exit: f.Value}
+		if len(f.Nodes) > 0 {
+			if pid, ok := processOf(f.Nodes[0]); ok {
 				d.Process = pid
 			}
 		}

@@ -74,8 +74,9 @@ func faultsBetween(faults []FaultWindow, from, to int64) string {
 	return strings.Join(names, "; ")
 }
 
-// leaseFindings applies step 6d: early lease losses and late extends, each of which makes the
-// lock-level verdict invalid.
+// leaseFindings applies step 6d: early lease losses, each of which makes the lock-level verdict
+// invalid, and late extends and renewals (renewHold), which are grants of their own (parser.revive)
+// judged by the lock-level analyses like any other hold, and listed to name them.
 func (r *Result) leaseFindings(p *parsed, limit int) {
 	r.EarlyLossCount = len(p.earlyLosses)
 	r.EarlyLosses = p.earlyLosses[:min(len(p.earlyLosses), limit)]
@@ -84,7 +85,7 @@ func (r *Result) leaseFindings(p *parsed, limit int) {
 	}
 	r.LateExtendCount = len(p.lateExtends)
 	r.LateExtends = p.lateExtends[:min(len(p.lateExtends), limit)]
-	if (r.EarlyLossCount > 0 || r.LateExtendCount > 0) && r.Valid == Valid {
+	if r.EarlyLossCount > 0 && r.Valid == Valid {
 		r.Valid = Invalid
 	}
 }
@@ -102,7 +103,7 @@ func (r *Result) summarizeLeaseFindings(b *strings.Builder, show int) {
 		}
 	}
 	if r.LateExtendCount > 0 {
-		fmt.Fprintf(b, "late extends: %d extends renewed a lease that had already ended:\n", r.LateExtendCount)
+		fmt.Fprintf(b, "late extends and renewals: %d renewals (an extend's ok, or the lock's own renewed news) came after the lease had already ended (each a grant of its own from then on, a violation only where it overlapped another hold):\n", r.LateExtendCount)
 		for i, l := range r.LateExtends {
 			if i == show {
 				fmt.Fprintf(b, "  ... and %d more\n", r.LateExtendCount-show)

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -71,28 +72,54 @@ func TestExtendMovesTheDeadline(t *testing.T) {
 	}
 }
 
-func TestLateExtendIsAFinding(t *testing.T) {
+// A late extend is a grant of its own from its completion: alone it is a finding, not a violation
+// (an owner-checked renewal landing just after the promised deadline keeps a key nobody else has);
+// when another client was granted the key in between and still holds it, the revived hold overlaps
+// that client's, and the violation names the late extend.
+func TestLateExtendIsAGrant(t *testing.T) {
 	h := (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
 		extend(0, "k", "a", 990, 1010, history.OK, 2000).
 		release(0, "k", "a", 1500, 1510)
 	r := mustCheck(t, h.events())
-	if r.LateExtendCount != 1 || r.LockValid != Invalid {
-		t.Fatalf("lock %v with %d late extends, want invalid with 1", r.LockValid, r.LateExtendCount)
+	if r.LateExtendCount != 1 || r.LockValid != Valid {
+		t.Fatalf("alone: lock %v with %d late extends, want valid with 1", r.LockValid, r.LateExtendCount)
+	}
+	// p1 is granted at 1005, after p0's lease ended; p0's extend revives its lease at 1010.
+	h = (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
+		acquire(1, "k", 1001, 1005, history.OK, "b", 2500).
+		extend(0, "k", "a", 990, 1010, history.OK, 2000).
+		release(0, "k", "a", 1500, 1510).
+		release(1, "k", "b", 1600, 1610)
+	r = mustCheck(t, h.events())
+	if r.LateExtendCount != 1 || r.LockValid != Invalid || r.ViolationCount != 1 {
+		t.Fatalf("over another holder: lock %v with %d late extends and %d violations, want invalid with 1 and 1", r.LockValid, r.LateExtendCount, r.ViolationCount)
+	}
+	if d := r.Violations[0].Description; !strings.Contains(d, "late extend") {
+		t.Errorf("the violation does not name the late extend: %s", d)
+	}
+	// p1 held and left before the late extend: no two holders at once.
+	h = (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
+		acquire(1, "k", 1001, 1002, history.OK, "b", 2500).
+		release(1, "k", "b", 1003, 1004).
+		extend(0, "k", "a", 990, 1010, history.OK, 2000).
+		release(0, "k", "a", 1500, 1510)
+	if r := mustCheck(t, h.events()); r.LockValid != Valid || r.LateExtendCount != 1 {
+		t.Fatalf("after another's whole hold: lock %v with %d late extends, want valid with 1", r.LockValid, r.LateExtendCount)
 	}
 }
 
 // The renewals that follow a late extend renew the lease the late one revived: one finding, not
-// one per renewal, and the hold stays ended at its first deadline.
+// one per renewal; the revived hold then lasts to the last renewed deadline.
 func TestRenewalsAfterALateExtendCountOnce(t *testing.T) {
 	h := (&hist{}).acquire(0, "k", 0, 10, history.OK, "a", 1000).
 		extend(0, "k", "a", 990, 1010, history.OK, 2000).
 		extend(0, "k", "a", 1500, 1510, history.OK, 2500).
 		extend(0, "k", "a", 2000, 2010, history.OK, 3000).
 		extend(0, "k", "a", 3500, 3510, history.OK, 4000). // after the revived lease ended too: a new finding
-		release(0, "k", "a", 3800, 3810)
+		acquire(1, "k", 2600, 2700, history.OK, "b", 5000) // inside the revived, renewed hold: two holders
 	r := mustCheck(t, h.events())
-	if r.LateExtendCount != 2 || r.LockValid != Invalid {
-		t.Fatalf("lock %v with %d late extends, want invalid with 2", r.LockValid, r.LateExtendCount)
+	if r.LateExtendCount != 2 || r.LockValid != Invalid || r.ViolationCount != 2 {
+		t.Fatalf("lock %v with %d late extends and %d violations, want invalid with 2 and 2", r.LockValid, r.LateExtendCount, r.ViolationCount)
 	}
 }
 

@@ -213,7 +213,7 @@ func nemesisEvidence(st *store, p *parsed, specs []string) []NemesisEvidence {
 		}
 		n := NemesisEvidence{Spec: spec, Name: name}
 		for _, op := range p.nemOps {
-			inv := st.at(op.inv)
+			inv, _ := op.read(st)
 			if inv.Effect != history.EffectFault || (inv.Fault != name && !strings.HasPrefix(inv.Fault, name+"-")) {
 				continue
 			}

@@ -62,15 +62,22 @@ func (v *validator) extended(i, j int) error {
 	return nil
 }
 
-// LateExtend is an extend that completed ok after the lease it renewed had already ended: the lock
-// renewed a lease it no longer promised, so between the old deadline and the extend's completion
-// another client could hold the key (and the holder, told it still held, goes on working).
+// LateExtend is a renewal that completed after the lease it renewed had already ended: an ok
+// extend (a late extend) or the lock's own renewed event (a late renewal). The lock renewed a lease
+// it no longer promised. Like every ok that tells a process it holds a key, it is a grant: a new
+// hold from its completion (see parser.revive), which breaks mutual exclusion exactly when it
+// overlaps another client's hold (a renewal that revived a key another client held by then). By
+// itself it is a finding that names the renewal, not a violation: a correct lock's owner-checked
+// renewal can land just after the deadline it promised, while its key is still its own.
 type LateExtend struct {
 	Key     string `json:"key"`
 	Process int    `json:"process"`
 	Value   string `json:"value,omitempty"`
-	// Deadline is the deadline the extend renewed (0 when the process held no such lease at all);
-	// Invoke and Completed are the extend's; NewDeadline the deadline it promised.
+	// F is the renewal: "extend" (asked by the client) or "renewed" (made by the lock by itself).
+	F string `json:"f,omitempty"`
+	// Deadline is the deadline the renewal renewed (0 when the process held no such lease at all);
+	// Invoke and Completed are the renewal's (equal for a renewed event); NewDeadline the deadline
+	// it promised (0 for none).
 	Deadline    int64  `json:"deadline"`
 	Invoke      int64  `json:"invoke"`
 	Completed   int64  `json:"completed"`
@@ -78,37 +85,48 @@ type LateExtend struct {
 	Description string `json:"description"`
 }
 
-// extendHold applies the ok extend e (invoked at inv) to the process's recent holds (step 1): one
-// that completed while its lease was still valid moves the hold's deadline, and so its end, to the
-// renewed deadline. One that completed after the lease had ended is returned as a LateExtend and
-// changes no hold: the hold ended at its deadline, and the verdict is invalid anyway.
+// Kind names the finding: "late renewal" for the lock's own renewal, else "late extend".
+func (l LateExtend) Kind() string {
+	if l.F == history.FRenewed {
+		return "late renewal"
+	}
+	return "late extend"
+}
+
+// extendHold applies the ok extend e (invoked at inv) to the process's recent holds (step 1) by
+// renewHold's rule, and returns it as a LateExtend when it came after its lease had ended.
 func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend {
 	k := findLease(len(recent), func(k int) *hold { return &holds[recent[k]] }, inv.Key, inv.Value)
-	late := &LateExtend{Key: inv.Key, Process: e.Process, Value: inv.Value, Invoke: inv.Time, Completed: e.Time, NewDeadline: e.Deadline}
+	late := &LateExtend{Key: inv.Key, Process: e.Process, Value: inv.Value, F: history.FExtend, Invoke: inv.Time, Completed: e.Time, NewDeadline: e.Deadline}
 	if k < 0 {
 		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, but the process held no such lease", late.Key, late.Process, FormatTime(e.Time))
 		return late
 	}
 	h := &holds[recent[k]]
 	late.Deadline = h.Deadline
-	if h.dead || e.Time > h.Deadline {
-		counted := e.Time <= h.lateTo
-		h.lateTo = max(h.lateTo, e.Deadline)
-		if counted {
-			return nil // the lease this extend renews was already counted late; the hold stays ended
+	if !renewHold(h, e.Time, e.Deadline) {
+		if !h.dead && e.Time <= h.Deadline {
+			h.Extends++
 		}
-		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, %s after the lease it renewed had ended at %s",
-			late.Key, late.Process, FormatTime(e.Time), FormatSpan(e.Time-h.Deadline), FormatTime(h.Deadline))
-		return late
+		return nil
 	}
-	if e.Deadline > h.Deadline {
-		h.Deadline = e.Deadline
-		if h.EndedBy == "expiry" {
-			h.End = e.Deadline
-		}
+	late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, %s after the lease it renewed had ended at %s",
+		late.Key, late.Process, FormatTime(e.Time), FormatSpan(e.Time-late.Deadline), FormatTime(late.Deadline))
+	return late
+}
+
+// lateRenewal describes the lock's own renewal e of hold h that came after the lease had ended.
+func lateRenewal(h *hold, deadline int64, e *history.Event) LateExtend {
+	why := "had ended at " + FormatTime(deadline)
+	if h.EndedBy == "lost" {
+		why = "was reported lost at " + FormatTime(deadline)
 	}
-	h.Extends++
-	return nil
+	return LateExtend{
+		Key: h.key, Process: e.Process, Value: h.Value, F: history.FRenewed, Deadline: deadline,
+		Invoke: e.Time, Completed: e.Time, NewDeadline: e.Deadline,
+		Description: fmt.Sprintf("key %s: p%d's lock renewed its lease by itself at %s, %s after the lease %s (a late renewal)",
+			h.key, e.Process, FormatTime(e.Time), FormatSpan(e.Time-deadline), why),
+	}
 }
 
 // nearDeadline counts the holds released within the last tenth of their validity.

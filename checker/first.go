@@ -52,9 +52,6 @@ func firstFinding(r *Result, firstOverlap int64) *FirstFinding {
 	for _, e := range r.EarlyLosses {
 		consider(FindingEarlyLoss, e.Completed, e.Description)
 	}
-	for _, e := range r.LateExtends {
-		consider(FindingLateExtend, e.Completed, e.Description)
-	}
 	if r.Resource != nil {
 		for _, s := range r.Resource.StaleWrites {
 			consider(FindingStaleWrite, s.Invoke, s.Description)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -39,12 +40,14 @@ type parsed struct {
 	nemesis []int // indexes of nemesis events, in time order
 	roles   []int // indexes of the system's role changes, in time order
 	nemOps  []nemOp
-	stats   Stats
-	okLat   []int64 // latencies of ok acquires, ns
-	allLat  []int64 // latencies of every completed acquire, ns
-	first   int64
-	last    int64
-	notes   []string
+	// pairOf maps each nemesis event to the other half of its operation (see readFault).
+	pairOf map[int]int
+	stats  Stats
+	okLat  []int64 // latencies of ok acquires, ns
+	allLat []int64 // latencies of every completed acquire, ns
+	first  int64
+	last   int64
+	notes  []string
 	// expired counts, per key, the ok acquires whose lease had expired on arrival.
 	expired map[string]int
 	// lateExtends are the ok extends that completed after their lease had ended (see extendHold);
@@ -82,6 +85,16 @@ func holdEnd(start, deadline, release int64) (end int64, endedBy string) {
 		end = start
 	}
 	return end, endedBy
+}
+
+// releaseHold ends h at t, a release invoke of it: the client left its critical section. A hold
+// that had already ended (expired on arrival, reported lost) keeps its end: a release never
+// revives it, even when a renewal at the instant of the loss moved its deadline.
+func releaseHold(h *hold, t int64) {
+	if h.dead || h.EndedBy == "lost" {
+		return
+	}
+	h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, t)
 }
 
 // matchLease reports whether a release or work naming key and value refers to a lease on hkey
@@ -145,14 +158,16 @@ type parser struct {
 	expired, noDeadline, strayRelease, strayWork int
 	// foreign marks processes whose release in flight named no hold of theirs.
 	foreign map[int]bool
+	// levels are the reentrant levels each process entered and has not left.
+	levels levelBook[int32]
 }
 
 func newParser(st *store) *parser {
 	return &parser{
-		st: st, p: &parsed{expired: map[string]int{}, cul: newCulprits(st)},
+		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}, cul: newCulprits(st)},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
-		foreign: map[int]bool{},
+		foreign: map[int]bool{}, levels: levelBook[int32]{},
 	}
 }
 
@@ -185,14 +200,12 @@ func (pr *parser) event(i int) {
 		}
 		// The oldest in-flight invoke of the operation, as validate paired them.
 		q := nemInflight[e.F]
-		k := 0
-		for k < len(q)-1 && e.Fault != "" && st.at(q[k]).Fault != "" && st.at(q[k]).Fault != e.Fault {
-			k++
-		}
+		k := max(matchNemesis(len(q), func(k int) *history.Event { return st.at(q[k]) }, e), 0)
 		p.nemOps = append(p.nemOps, nemOp{inv: q[k], comp: i})
+		p.pairOf[q[k]], p.pairOf[i] = i, q[k]
 		nemInflight[e.F] = append(q[:k:k], q[k+1:]...)
-		if killsProcesses(e.Fault) && e.Effect == history.EffectFault {
-			pr.crashed(e)
+		if op := readFault(st.at(q[k]), e); op.crashes(e) {
+			pr.crashed(op.Nodes, e.Time)
 		}
 		return
 	}
@@ -212,17 +225,15 @@ func (pr *parser) event(i int) {
 	if e.Type == history.Invoke {
 		inflight[e.Process] = i
 		p.cul.invoked(e)
-		if e.F == history.FRelease && e.Depth > 1 {
-			return // an inner level of a reentrant hold: the hold goes on
+		if e.F == history.FRelease && e.Depth > 0 && pr.leftLevel(e) {
+			return
 		}
 		if e.F == history.FRelease {
 			// The release's invoke ends the hold whatever its outcome: the client has left
 			// its critical section.
 			hs := open[e.Process]
 			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-				if h := &p.holds[hs[j]]; !h.dead {
-					h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, e.Time)
-				}
+				releaseHold(&p.holds[hs[j]], e.Time)
 				open[e.Process] = append(hs[:j], hs[j+1:]...)
 			} else {
 				pr.strayRelease++
@@ -253,7 +264,7 @@ func (pr *parser) event(i int) {
 		}
 		p.okLat = append(p.okLat, lat)
 		if e.Depth > 1 && pr.reentered(e, key) {
-			return // the owner entered again: legal, and no new hold
+			return // the owner entered its hold again: legal, and no new hold
 		}
 		if e.Deadline <= 0 {
 			pr.noDeadline++
@@ -265,25 +276,25 @@ func (pr *parser) event(i int) {
 		}}
 		h.granted = dl
 		h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+		if e.Depth > 1 {
+			h.Reentry = pr.lateReentry(e, key)
+		}
 		if expiredOnArrival(e.Time, dl) {
 			h.dead, h.EndedBy = true, "expired on arrival"
 			pr.expired++
 			p.expired[key]++
 		}
-		id := int32(len(p.holds))
-		p.holds = append(p.holds, h)
-		p.cul.granted(p, id)
-		op := open[e.Process]
-		op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
-		open[e.Process] = append(op, id)
-		r := append(recent[e.Process], id)
-		if len(r) > recentHolds {
-			r = r[len(r)-recentHolds:]
+		id := pr.grant(h)
+		if e.Depth > 0 {
+			pr.levels.enter(e.Process, id, e.Depth)
 		}
-		recent[e.Process] = r
 	case history.FRelease, history.FExtend:
 		p.cul.leaseOp(p, recent[e.Process], inv, e)
+		late := len(p.lateExtends)
 		p.leaseEvent(recent[e.Process], inv, e)
+		if len(p.lateExtends) > late {
+			pr.revive(&p.lateExtends[late])
+		}
 		if e.F == history.FRelease {
 			pr.foreignUnlock(e)
 		}
@@ -341,23 +352,25 @@ func (pr *parser) foreignUnlock(e *history.Event) {
 // FaultClientCrash is the client-crash nemesis: its fault kills the processes it names ("p<id>").
 const FaultClientCrash = "client-crash"
 
-// crashed ends the holds of the processes a client crash killed, at the crash's completion: a
-// dead process does no more work, whatever its lease still promised.
-func (pr *parser) crashed(e *history.Event) {
-	for _, n := range e.Nodes {
+// crashed ends the holds of the processes a client crash killed (nodes, read from the crash's
+// invoke and completion as one), at the crash's completion (at): a dead process does no more work,
+// whatever its lease still promised.
+func (pr *parser) crashed(nodes []string, at int64) {
+	for _, n := range nodes {
 		pid, ok := processOf(n)
 		if !ok {
 			continue
 		}
 		for _, id := range pr.open[pid] {
 			h := &pr.p.holds[id]
-			if h.dead || h.End <= e.Time {
+			if h.dead || h.End <= at {
 				continue
 			}
-			h.End, h.EndedBy = max(e.Time, h.Start), "crash"
+			h.End, h.EndedBy = max(at, h.Start), "crash"
 			h.Deadline = min(h.Deadline, h.End)
 		}
 		delete(pr.open, pid)
+		delete(pr.levels, pid)
 	}
 }
 
@@ -370,9 +383,61 @@ func processOf(n string) (int, bool) {
 	return pid, err == nil
 }
 
+// grant adds the new hold h of its process (step 1): it joins the process's open and recent holds
+// and returns its id.
+func (pr *parser) grant(h hold) int32 {
+	p := pr.p
+	id := int32(len(p.holds))
+	p.holds = append(p.holds, h)
+	p.cul.granted(p, id)
+	op := pr.open[h.Process]
+	op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
+	pr.open[h.Process] = append(op, id)
+	r := append(pr.recent[h.Process], id)
+	if len(r) > recentHolds {
+		r = r[len(r)-recentHolds:]
+	}
+	pr.recent[h.Process] = r
+	return id
+}
+
+// revive applies the late renewal l (an extend's ok or the lock's renewed news after the lease's
+// promise had ended): every ok that tells a process it holds a key is a grant, so it is a new hold
+// from the renewal's completion to the deadline it promised, judged against every other hold (the
+// time between the old deadline and the renewal stays unheld). The reentrant levels the process
+// entered under the old hold carry over to the new one.
+func (pr *parser) revive(l *LateExtend) {
+	p := pr.p
+	r := pr.recent[l.Process]
+	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
+	dl := effectiveDeadline(l.NewDeadline)
+	h := hold{key: l.Key, HoldInfo: HoldInfo{Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}}
+	old := int32(-1)
+	if k >= 0 {
+		old = r[k]
+		o := &p.holds[old]
+		h.Token, h.Nodes, h.Validity = o.Token, o.Nodes, o.Validity
+	}
+	h.granted = dl
+	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
+	h.Reentry = fmt.Sprintf("was told by a late %s at %s that it held the lease again, %s after the lease had ended at %s,",
+		strings.TrimPrefix(l.Kind(), "late "), FormatTime(l.Completed), FormatSpan(l.Completed-l.Deadline), FormatTime(l.Deadline))
+	if old < 0 {
+		h.Reentry = fmt.Sprintf("was told by an %s at %s that it held a lease it had not been granted,", l.F, FormatTime(l.Completed))
+	}
+	if expiredOnArrival(h.Start, dl) {
+		h.dead, h.EndedBy = true, "expired on arrival"
+	}
+	id := pr.grant(h)
+	if old >= 0 {
+		pr.levels.move(l.Process, old, id)
+	}
+}
+
 // leaseNews applies a renewal or loss the lock reported by itself to the process's hold of that
-// lease: a renewal that came while the hold lasted moves its deadline; a loss ends it there (before
-// a promised deadline, an early lease loss; a lease with no deadline promised only that news).
+// lease: a renewal is judged as an extend is (renewHold: in time it moves the deadline, after the
+// lease's promise had ended it is a late renewal); a loss ends the hold there (before a promised
+// deadline, an early lease loss; a lease with no deadline promised only that news).
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
 	r := pr.recent[e.Process]
@@ -384,17 +449,16 @@ func (pr *parser) leaseNews(e *history.Event) {
 		return
 	}
 	h := &p.holds[r[k]]
-	if h.dead || e.Time > h.End {
-		return // the hold had ended: news about it revives nothing
-	}
 	if e.F == history.FRenewed {
-		if e.Deadline > h.Deadline {
-			h.Deadline = e.Deadline
-			if h.EndedBy == "expiry" {
-				h.End = e.Deadline
-			}
+		// One rule with extends (renewHold): in time it moves the deadline, late it is a finding.
+		if old := h.Deadline; renewHold(h, e.Time, e.Deadline) {
+			p.lateExtends = append(p.lateExtends, lateRenewal(h, old, e))
+			pr.revive(&p.lateExtends[len(p.lateExtends)-1])
 		}
 		return
+	}
+	if h.dead || e.Time > h.End {
+		return // the hold had ended: news of its loss changes nothing
 	}
 	p.stats.Losses++
 	// A lease with no deadline promised to last until its release or until the lock said it was
@@ -410,16 +474,55 @@ func (pr *parser) leaseNews(e *history.Event) {
 	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
 }
 
-// reentered applies an ok acquire by a process that already holds key (its Depth above 1): the
-// owner entering again is legal and makes no new hold. It reports false when the process held no
-// such lease, so that the acquire is judged as a hold of its own.
+// reentered applies an ok acquire at depth above 1 that continues its process's hold of the
+// lease (see continued): legal, and no new hold. It reports false when that hold had ended or
+// there was none, so that the acquire is judged as a hold of its own.
 func (pr *parser) reentered(e *history.Event, key string) bool {
 	hs := pr.open[e.Process]
-	j := findLease(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e.Value)
+	j := continued(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e)
 	if j < 0 {
 		return false
 	}
+	reenter(&pr.p.holds[hs[j]], e)
+	pr.levels.enter(e.Process, hs[j], e.Depth)
 	pr.p.stats.Reentries++
+	return true
+}
+
+// lateReentry says why a re-entry is a hold of its own: "re-entered at 3.000s (depth 2) after its
+// lease was lost at 2.000s".
+func (pr *parser) lateReentry(e *history.Event, key string) string {
+	pr.p.stats.LateReentries++
+	r := pr.recent[e.Process]
+	k := findLease(len(r), func(k int) *hold { return &pr.p.holds[r[k]] }, key, e.Value)
+	if k < 0 {
+		return fmt.Sprintf("re-entered at %s (depth %d) holding no earlier lease of the key", FormatTime(e.Time), e.Depth)
+	}
+	return fmt.Sprintf("re-entered at %s (depth %d) after %s", FormatTime(e.Time), e.Depth, endedWord(&pr.p.holds[r[k]]))
+}
+
+// leftLevel applies the release invoke e at depth d: the process leaves that level, and the hold
+// it belongs to ends when it was the last. It reports false when the process entered no such level,
+// for a release at depth 1 to end the latest matching hold as a release without depth does.
+func (pr *parser) leftLevel(e *history.Event) bool {
+	p := pr.p
+	id, last, found := pr.levels.leave(e.Process, e.Depth, func(id int32) bool {
+		return matchLease(p.holds[id].key, p.holds[id].Value, e.Key, e.Value)
+	})
+	if !found {
+		return e.Depth > 1 // a level never seen entered (a retry, a retired id's): no hold ends
+	}
+	if !last {
+		return true // an inner level: the hold goes on
+	}
+	hs := pr.open[e.Process]
+	for j, o := range hs {
+		if o == id {
+			releaseHold(&p.holds[id], e.Time)
+			pr.open[e.Process] = append(hs[:j], hs[j+1:]...)
+			break
+		}
+	}
 	return true
 }
 

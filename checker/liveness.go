@@ -184,14 +184,15 @@ func crashesSince(st *store, p *parsed, since int64) string {
 	var names []string
 	for _, op := range p.nemOps {
 		e := st.at(op.inv)
-		if !killsProcesses(e.Fault) || e.Effect != history.EffectFault || e.Time < since || len(e.Nodes) == 0 {
+		f, comp := op.read(st)
+		if !f.crashes(comp) || e.Time < since || len(f.Nodes) == 0 {
 			continue
 		}
-		at := e.Value
+		at := f.Value
 		if at == "" {
 			at = "a crash point"
 		}
-		names = append(names, fmt.Sprintf("%s crashed at %s (%s)", strings.Join(e.Nodes, " "), FormatTime(e.Time), at))
+		names = append(names, fmt.Sprintf("%s crashed at %s (%s)", strings.Join(f.Nodes, " "), FormatTime(e.Time), at))
 	}
 	if len(names) == 0 {
 		return ""

@@ -523,13 +523,13 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 			tr := TokenRegression{Key: k, Earlier: a.HoldInfo, Later: h.HoldInfo}
 			var hits []string
 			for _, ni := range p.nemesis {
-				e := st.at(ni)
+				e := p.nemesisEvent(st, ni)
 				if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < a.Invoke || e.Time > h.Start {
 					continue
 				}
 				for _, node := range e.Nodes {
 					if slices.Contains(h.Nodes, node) {
-						hits = append(hits, describeNemesisEvent(*e, nil))
+						hits = append(hits, describeNemesisEvent(e, nil))
 						break
 					}
 				}
@@ -579,10 +579,10 @@ func promotionCause(st *store, p *parsed, a, h *hold) string {
 			}
 			var hits []string
 			for _, ni := range p.nemesis {
-				f := st.at(ni)
+				f := p.nemesisEvent(st, ni)
 				if f.Type == history.Invoke && f.Effect == history.EffectFault && f.Time >= a.Invoke && f.Time <= h.Start &&
 					slices.ContainsFunc(f.Nodes, func(x string) bool { return slices.Contains(a.Nodes, x) }) {
-					hits = append(hits, describeNemesisEvent(*f, nil))
+					hits = append(hits, describeNemesisEvent(f, nil))
 				}
 			}
 			what := "no fault hit " + strings.Join(a.Nodes, " ")

@@ -112,6 +112,10 @@ type HoldInfo struct {
 	// Extends counts the ok extends that renewed this lease in time; Deadline is then the last
 	// renewed deadline.
 	Extends int `json:"extends,omitempty"`
+	// Reentry, on an ok acquire at depth above 1 that came after its process's hold had ended, says
+	// so: such a re-entry is a grant of its own ("re-entered at 3.000s (depth 2) after its lease
+	// was lost at 2.000s").
+	Reentry string `json:"reentry,omitempty"`
 }
 
 // Violation is two holds of one key that overlapped: mutual exclusion was broken.
@@ -202,7 +206,8 @@ type Stats struct {
 	Extends Counts `json:"extends"`
 	// Renewals counts the renewals a lock made by itself (renewed events: a watchdog, a keepalive);
 	// Losses the leases it reported lost by itself; Reentries the ok acquires by a process that
-	// already held the key (a reentrant lock's inner levels).
+	// already held the key (a reentrant lock's inner levels); LateReentries the ok acquires at depth
+	// above 1 whose process's hold had ended (lost, expired, left, crashed): each a hold of its own.
 	Renewals int `json:"renewals,omitempty"`
 	// ForeignUnlocks are releases by a process of a lock it did not hold: refused as not the
 	// owner's, or accepted (the lock let a non-owner free it; a cause for a violation to look for).
@@ -210,8 +215,9 @@ type Stats struct {
 		Refused  int `json:"refused"`
 		Accepted int `json:"accepted"`
 	} `json:"foreign_unlocks"`
-	Losses    int `json:"losses,omitempty"`
-	Reentries int `json:"reentries,omitempty"`
+	Losses        int `json:"losses,omitempty"`
+	Reentries     int `json:"reentries,omitempty"`
+	LateReentries int `json:"late_reentries,omitempty"`
 	// NearDeadline counts the holds released within the last tenth of their validity (from the
 	// acquire's completion to the deadline, renewals included): how often the workload reached the
 	// edge of a lease, where bugs that shorten leases show.
@@ -350,8 +356,12 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
 		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
 	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info; %d holds released in the last tenth of their validity\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info, s.NearDeadline)
-	if s.Renewals+s.Losses+s.Reentries > 0 {
-		fmt.Fprintf(&b, "the lock's own news: %d renewals, %d leases reported lost; %d re-entries by the owner\n", s.Renewals, s.Losses, s.Reentries)
+	if s.Renewals+s.Losses+s.Reentries+s.LateReentries > 0 {
+		fmt.Fprintf(&b, "the lock's own news: %d renewals, %d leases reported lost; %d re-entries by the owner", s.Renewals, s.Losses, s.Reentries)
+		if s.LateReentries > 0 {
+			fmt.Fprintf(&b, ", %d re-entries after the owner's hold had ended (judged as holds of their own)", s.LateReentries)
+		}
+		b.WriteString("\n")
 	}
 	if f := s.ForeignUnlocks; f.Refused+f.Accepted > 0 {
 		fmt.Fprintf(&b, "unlocks by a process that did not hold the lock: %d refused as not the owner's, %d accepted\n", f.Refused, f.Accepted)
@@ -400,6 +410,9 @@ func (f FaultWindow) describe() string {
 
 func describeHold(h HoldInfo) string {
 	s := fmt.Sprintf("p%d held [%s, %s]", h.Process, FormatTime(h.Start), FormatTime(h.End))
+	if h.Reentry != "" {
+		s = fmt.Sprintf("p%d %s and held [%s, %s]", h.Process, h.Reentry, FormatTime(h.Start), FormatTime(h.End))
+	}
 	if len(h.Nodes) > 0 {
 		s += " granted by " + strings.Join(h.Nodes, " ")
 	}

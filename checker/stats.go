@@ -36,21 +36,9 @@ func faultWindows(st *store, p *parsed) []FaultWindow {
 				continue
 			}
 		}
-		fault, effect, f := inv.Fault, inv.Effect, inv.F
-		nodes := slices.Clone(inv.Nodes)
-		if comp != nil {
-			if fault == "" {
-				fault = comp.Fault
-			}
-			if effect == "" {
-				effect = comp.Effect
-			}
-			for _, n := range comp.Nodes {
-				if !slices.Contains(nodes, n) {
-					nodes = append(nodes, n)
-				}
-			}
-		}
+		fo, _ := op.read(st)
+		fault, effect, f := fo.Fault, fo.Effect, fo.F
+		nodes := slices.Clone(fo.Nodes)
 		if fault == "" {
 			fault = f
 		}

@@ -89,26 +89,22 @@ func explain(st *store, p *parsed, pr pair) Violation {
 	i := sort.Search(len(p.nemesis), func(i int) bool { return st.at(p.nemesis[i]).Time >= from })
 	// An operation invoked before both acquires but completed after one began was still in progress
 	// (a clock is moved, a node killed, only once the operation runs): it belongs with the violation.
+	// Each event is read with its pair (nemesisEvent), so a completion that left the fault, effect
+	// or nodes to its invoke is still matched and named.
 	var before []history.Event
 	for j := i - 1; j >= 0 && from-st.at(p.nemesis[j]).Time < int64(time.Minute); j-- {
-		e := *st.at(p.nemesis[j])
+		e := st.at(p.nemesis[j])
 		if e.Type != history.Invoke {
 			continue
 		}
-		for k := j + 1; k < len(p.nemesis); k++ {
-			c := *st.at(p.nemesis[k])
-			if c.Type != history.Invoke && c.Fault == e.Fault && c.F == e.F && slices.Equal(c.Nodes, e.Nodes) {
-				if c.Time >= from {
-					before = append(before, e)
-				}
-				break
-			}
+		if c, done := p.pairOf[p.nemesis[j]]; done && st.at(c).Time >= from {
+			before = append(before, p.nemesisEvent(st, p.nemesis[j]))
 		}
 	}
 	slices.Reverse(before)
 	v.Nemesis = append(v.Nemesis, before...)
 	for ; i < len(p.nemesis) && st.at(p.nemesis[i]).Time <= v.OverlapEnd; i++ {
-		v.Nemesis = append(v.Nemesis, *st.at(p.nemesis[i]))
+		v.Nemesis = append(v.Nemesis, p.nemesisEvent(st, p.nemesis[i]))
 	}
 	// The system announces a promotion once it has polled its sentinels, which can be after the
 	// promoted node granted its first lease: the changes up to the end of the overlap count.

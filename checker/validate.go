@@ -49,7 +49,8 @@ type runInfo struct {
 //     before it was asked for cannot have been granted; one that ended while the request was in
 //     flight can, and grants no hold); a failed acquire's reason is held, error or none; a failed
 //     release's or extend's is lost, error or none; an ok extend names its lease and promises a
-//     deadline (see extended).
+//     deadline (see extended);
+//   - reentrancy depths add up (see depth.go).
 //
 // A violation is a *ValidationError naming the line.
 func validate(l *history.Log) (runInfo, error) {
@@ -87,6 +88,7 @@ type validator struct {
 	inflight map[int]int       // client process -> position of its in-flight invoke
 	nemesis  []int             // positions of nemesis invokes not yet completed, oldest first
 	final    int               // position of the harness's in-flight final read, -1 if none
+	depths   map[depthKey]*depthState
 }
 
 func (v *validator) fail(i int, format string, args ...any) error {
@@ -188,7 +190,7 @@ func (v *validator) client(i int) error {
 		if e.F == history.FAcquire && v.keys != nil && !v.keys[e.Key] {
 			return v.fail(i, "process %d acquires key %q, which is not among the plan's keys %q", e.Process, e.Key, v.run.plan.Keys)
 		}
-		return nil
+		return v.depthInvoke(i)
 	}
 	j, ok := v.inflight[e.Process]
 	if !ok {
@@ -199,6 +201,9 @@ func (v *validator) client(i int) error {
 		return v.fail(i, "process %d completed %s but its operation in flight is the %s of line %d", e.Process, e.F, inv.F, v.line(j))
 	}
 	delete(v.inflight, e.Process)
+	if err := v.depthDone(i, j); err != nil {
+		return err
+	}
 	switch e.F {
 	case history.FAcquire:
 		return v.acquired(i, j)
@@ -221,6 +226,8 @@ func (v *validator) leaseNews(i int) error {
 		return v.fail(i, "process %d's %s event has a negative deadline (%d)", e.Process, e.F, e.Deadline)
 	case e.F == history.FLost && e.Deadline != 0:
 		return v.fail(i, "process %d's lost event carries a deadline: a lost lease has none", e.Process)
+	case e.Depth != 0:
+		return v.fail(i, "process %d's %s event carries depth %d: a depth belongs on an ok acquire or a release", e.Process, e.F, e.Depth)
 	}
 	return nil
 }
@@ -255,10 +262,7 @@ func (v *validator) nemesisEvent(i int) error {
 		v.nemesis = append(v.nemesis, i)
 		return nil
 	}
-	k := slices.IndexFunc(v.nemesis, func(j int) bool {
-		inv := v.st.at(j)
-		return inv.F == e.F && (e.Fault == "" || inv.Fault == "" || e.Fault == inv.Fault)
-	})
+	k := matchNemesis(len(v.nemesis), func(k int) *history.Event { return v.st.at(v.nemesis[k]) }, e)
 	if k < 0 {
 		return v.fail(i, "the nemesis completed %q (%s) with no such operation in flight: a completion follows its invoke", e.F, e.Type)
 	}

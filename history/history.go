@@ -46,7 +46,8 @@ const (
 	// FRenewed is a renewal the lock made by itself (a watchdog, a keepalive): an info event of a
 	// client process with no invoke before it, naming the lease (Key, Value) and, when the lock
 	// promises one, the renewed lease's Deadline, which then ends the hold if it came while the
-	// hold lasted. A renewal after the hold ended revives nothing.
+	// lease's promise lasted. It is judged as an ok extend is: one at or after the end of the
+	// promise (the deadline, or a lost event) revives nothing and is a late renewal.
 	FRenewed = "renewed"
 	// FLost is the lock telling its holder, by itself, that the lease is gone (a session ended): an
 	// info event of a client process with no invoke, naming the lease. The hold ends there; before
@@ -138,7 +139,9 @@ type Event struct {
 	Token    int64  `json:"token,omitempty"`
 	Deadline int64  `json:"deadline,omitempty"`
 	Validity int64  `json:"validity,omitempty"`
-	// Depth is a reentrant lock's count after an ok acquire or release (1 = the outermost hold).
+	// Depth is a reentrant lock's count: after an ok acquire (1 = the outermost level, or a fresh
+	// grant), and on a release invoke the level it leaves (its completion may carry the count after
+	// it). It is on nothing else, and the checker refuses depths that do not add up.
 	Depth int `json:"depth,omitempty"`
 
 	// Nodes are the nodes a nemesis operation targets, or the nodes that granted a lease.

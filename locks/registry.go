@@ -26,6 +26,9 @@ type Kind struct {
 	Open bool
 	// NoExtend: the lock cannot renew a lease on request (--extend is refused).
 	NoExtend bool
+	// Reentrant: the owner may acquire a key it holds again (its leases report a depth), so a run
+	// may enter it again inside a hold (--reentrant).
+	Reentrant bool
 	// Program: the lock is a client program speaking the client protocol (docs/protocol.md), one
 	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
 	// of nodes, with the capabilities the user declares (WithCapabilities).
@@ -50,10 +53,10 @@ func kinds() []Kind {
 		{Name: "fenced", System: "redis-masters", Nodes: 1, Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newFenced(n[0], o), nil }},
 		{Name: "sentinel", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, false) }},
 		{Name: "sentinel-fenced", System: "redis-sentinel", Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, true) }},
-		{Name: "watchdog", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, false), nil }},
-		{Name: "r2m", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, true), nil }},
-		{Name: "watchdog-sentinel", System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, false) }},
-		{Name: "r2m-sentinel", System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
+		{Name: "watchdog", Reentrant: true, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, false), nil }},
+		{Name: "r2m", Reentrant: true, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, true), nil }},
+		{Name: "watchdog-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, false) }},
+		{Name: "r2m-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
 		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
 		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "etcd", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
@@ -82,13 +85,14 @@ var ClientCapabilities = []string{"validity", "token", "extend", "watchdog", "re
 
 // WithCapabilities is the client lock k with the capabilities caps its user declared: a watchdog
 // library's leases last until release unless it also gives validity; extend allows --extend; token
-// lets a resource guard with its fencing tokens. Each declared capability is checked against the
+// lets a resource guard with its fencing tokens; reentrant lets a holder enter it again. Each declared capability is checked against the
 // program's init_ok.
 func WithCapabilities(k Kind, caps []string) Kind {
 	has := func(c string) bool { return slices.Contains(caps, c) }
 	k.Open = has("watchdog") && !has("validity")
 	k.NoExtend = !has("extend")
 	k.Tokens = has("token")
+	k.Reentrant = has("reentrant")
 	build := k.Build
 	k.Build = func(n []Endpoint, o Options) (Locker, error) {
 		o.ClientCaps = caps

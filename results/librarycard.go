@@ -17,29 +17,99 @@ const (
 	LibraryCardJSON     = "card.json"
 )
 
-// LibraryCard is the report card of one lock library: every fault row its design is exposed to (a
-// scenario file with its expectation), run with several seeds.
+// Row groups of a library card: only the lock's own rows decide whether it kept its promise.
+const (
+	GroupLock     = "lock"
+	GroupInherent = "inherent"
+	GroupRemedy   = "remedy"
+)
+
+// Row verdicts: about the lock, not about an expectation.
+const (
+	Kept       = "kept its promise"
+	Broke      = "broke its promise"
+	NotJudged  = "could not judge"
+	NotRun     = "could not run"
+	SkippedRow = "skipped"
+)
+
+// LibraryCard certifies one lock: one battery of rows derived from what the lock declares, each
+// run with several seeds and judged by the lock's own promise.
 type LibraryCard struct {
-	// Library names the locks the card covers, as --lock calls them.
-	Library  string     `json:"library"`
-	Started  time.Time  `json:"started"`
-	Revision string     `json:"revision"`
-	Command  []string   `json:"command,omitempty"`
-	Seeds    []uint64   `json:"seeds"`
-	Rows     []*CardRow `json:"rows"`
+	// Lock is the lock as --lock calls it; Program the client program of --lock client.
+	Lock    string   `json:"lock"`
+	Program []string `json:"program,omitempty"`
+	// Library is who wrote the lock, when known.
+	Library Library `json:"library"`
+	// Declares is what the lock declares, in words: system, nodes, deadline, extend, tokens.
+	Declares string    `json:"declares"`
+	Started  time.Time `json:"started"`
+	// Took is the card's wall time; Rejudged that it ran nothing, only checked stored runs again.
+	Took     Duration `json:"took"`
+	Rejudged bool     `json:"rejudged,omitempty"`
+	Revision string   `json:"revision"`
+	Command  []string `json:"command,omitempty"`
+	Seeds    []uint64 `json:"seeds"`
+	// Headline is "SAFE under every row" or "UNSAFE under: ..."; Remedies the remedy rows proved.
+	Headline string       `json:"headline"`
+	Remedies []CardRemedy `json:"remedies,omitempty"`
+	Rows     []*CardRow   `json:"rows"`
 }
 
-// CardRow is one fault row: a scenario and its runs, one per seed.
+// Duration is a time.Duration written as text ("9m12s").
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).Round(time.Second).String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
+// Library names the code under test: a Go module and its version, or what a client program
+// reported in its init_ok. Empty fields are unknown.
+type Library struct {
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Module is the Go module of an adapted Go library.
+	Module string `json:"module,omitempty"`
+	// Source says how the card knows: "client program" (its init_ok), "Go module", "built in".
+	Source string `json:"source,omitempty"`
+}
+
+// CardRemedy is a remedy for a row the lock broke, proved by a row of the card that kept it.
+type CardRemedy struct {
+	Row    string `json:"row"`
+	Remedy string `json:"remedy"`
+	// By is the row that proved it; empty when the card shows none.
+	By string `json:"by,omitempty"`
+}
+
+// CardRow is one row: what it does to the lock, and its runs, one per seed.
 type CardRow struct {
-	Scenario string `json:"scenario"`
-	Why      string `json:"why"`
-	Lock     string `json:"lock"`
-	Nemesis  string `json:"nemesis"`
-	Workload string `json:"workload"`
-	// Expected is the scenario's expectation in words; ExpectInvalid whether it expects findings.
-	Expected      string     `json:"expected"`
-	ExpectInvalid bool       `json:"expect_invalid"`
-	Runs          []*CardRun `json:"runs"`
+	ID    string `json:"id"`
+	What  string `json:"what"`
+	Group string `json:"group"`
+	// Remedies is the row this one remedies, Remedy the advice it proves when it kept its promise;
+	// Must is what the application must add, for an inherent row.
+	Remedies string `json:"remedies,omitempty"`
+	Remedy   string `json:"remedy,omitempty"`
+	Must     string `json:"must,omitempty"`
+	// Skipped says why the row did not run on this lock, system or backend.
+	Skipped string `json:"skipped,omitempty"`
+	// Plain marks the row that does nothing to the lock but use it: broken there, the lock has a
+	// bug no remedy fixes.
+	Plain    bool       `json:"plain,omitempty"`
+	Nemesis  string     `json:"nemesis,omitempty"`
+	Settings string     `json:"settings,omitempty"`
+	Runs     []*CardRun `json:"runs,omitempty"`
+	// NotRun counts the seeds left out because an earlier seed already broke the row.
+	NotRun int `json:"not_run,omitempty"`
 }
 
 // CardRun is one seed of a row.
@@ -48,51 +118,168 @@ type CardRun struct {
 	// Error is set when the run could not start or crashed; the other fields are then empty.
 	Error   string `json:"error,omitempty"`
 	Verdict string `json:"verdict,omitempty"`
-	// Missed lists how the run differed from the row's expectation; empty when it met it.
-	Missed []string `json:"missed,omitempty"`
+	// Unknown says why the checker could not judge, when it could not.
+	Unknown string `json:"unknown,omitempty"`
 	// First is the earliest finding that made the run invalid, nil when there was none.
-	First *checker.FirstFinding `json:"first,omitempty"`
-	// Promised is the validity the lock promised its holds; Unbounded the holds with no deadline.
-	Promised  checker.Latency `json:"promised"`
-	Unbounded int             `json:"unbounded,omitempty"`
-	Grants    int             `json:"grants"`
-	// Server is the server program the run used, when the system names one ("etcd 3.4.23").
-	Server string `json:"server,omitempty"`
-	Dir    string `json:"dir,omitempty"`
+	First  *checker.FirstFinding `json:"first,omitempty"`
+	Grants int                   `json:"grants"`
+	// Promised is the validity the lock promised its holds (p50, ms); Unbounded the holds with none.
+	Promised  float64 `json:"promised_ms,omitempty"`
+	Unbounded int     `json:"unbounded,omitempty"`
+	// Dir is the run's directory, relative to the store.
+	Dir  string   `json:"dir,omitempty"`
+	Took Duration `json:"took"`
+	// StoppedEarly: the fault phase ended at the first violation.
+	StoppedEarly bool `json:"stopped_early,omitempty"`
 }
 
-// NewCardRun summarises one checked run of a row; missed is how it differed from the expectation.
-func NewCardRun(seed uint64, dir, server string, r *checker.Result, missed []string) *CardRun {
+// NewCardRun summarises one checked run of a row.
+func NewCardRun(seed uint64, dir string, r *checker.Result, took time.Duration, stoppedEarly bool) *CardRun {
 	return &CardRun{
-		Seed: seed, Verdict: r.Valid.String(), Missed: missed, First: r.FirstFinding,
-		Promised: r.Stats.Promised, Unbounded: r.Stats.Unbounded, Grants: r.Stats.Holds, Server: server, Dir: dir,
+		Seed: seed, Verdict: r.Valid.String(), Unknown: r.UnknownReason, First: r.FirstFinding,
+		Grants: r.Stats.Holds, Promised: r.Stats.Promised.P50, Unbounded: r.Stats.Unbounded, Dir: dir,
+		Took: Duration(took), StoppedEarly: stoppedEarly,
 	}
 }
 
-// Met counts the row's runs that met its expectation.
-func (row *CardRow) Met() int {
+// Verdict is the row's verdict over its runs: broke if any seed broke the promise; could not run
+// if a run could not start; could not judge if a run was unknown; kept if every run kept it.
+func (row *CardRow) Verdict() string {
+	if row.Skipped != "" {
+		return SkippedRow
+	}
+	v := Kept
+	for _, r := range row.Runs {
+		switch {
+		case r.Error == "" && r.Verdict == checker.Invalid.String():
+			return Broke
+		case r.Error != "":
+			v = NotRun
+		case r.Verdict != checker.Valid.String() && v != NotRun:
+			v = NotJudged
+		}
+	}
+	if len(row.Runs) == 0 {
+		return NotJudged
+	}
+	return v
+}
+
+// FirstBroken is the run of the lowest seed that broke the row, nil when none did.
+func (row *CardRow) FirstBroken() *CardRun {
+	for _, r := range row.Runs {
+		if r.Error == "" && r.Verdict == checker.Invalid.String() {
+			return r
+		}
+	}
+	return nil
+}
+
+// Finding is a broken run's first finding in words, and its time on the run clock.
+func (r *CardRun) Finding() (words, at string) {
+	if r.First == nil {
+		return "invalid (see the run's report)", "—"
+	}
+	return FindingWords(r.First.Kind) + ": " + r.First.Description, checker.FormatTime(r.First.At)
+}
+
+// Broken counts the runs that broke the promise.
+func (row *CardRow) Broken() int {
 	n := 0
 	for _, r := range row.Runs {
-		if r.Error == "" && len(r.Missed) == 0 {
+		if r.Error == "" && r.Verdict == checker.Invalid.String() {
 			n++
 		}
 	}
 	return n
 }
 
-// MedianFirst is the median time to the first finding over the runs that had one, and how many did.
-func (row *CardRow) MedianFirst() (median int64, n int) {
-	var at []int64
-	for _, r := range row.Runs {
-		if r.First != nil {
-			at = append(at, r.First.At)
+// FindingWords names a finding kind as a user reads it.
+func FindingWords(kind string) string {
+	switch kind {
+	case checker.FindingViolation:
+		return "two holders"
+	case checker.FindingEarlyLoss:
+		return "early loss (the lease was gone before its deadline)"
+	case checker.FindingLateExtend:
+		return "late extend (a lease renewed after it had ended)"
+	case checker.FindingDeadlock:
+		return "deadlock"
+	case checker.FindingStaleWrite:
+		return "stale write accepted"
+	case checker.FindingTokenRegression:
+		return "token regression"
+	}
+	return strings.ReplaceAll(kind, "-", " ")
+}
+
+// Judge sets the card's headline and the remedies its rows prove, from the rows' verdicts.
+func (card *LibraryCard) Judge() {
+	var broke, unjudged []string
+	card.Remedies = nil
+	for _, row := range card.Rows {
+		v := row.Verdict()
+		switch {
+		case row.Group == GroupLock && v == Broke:
+			broke = append(broke, row.ID)
+		case row.Group == GroupLock && (v == NotJudged || v == NotRun):
+			unjudged = append(unjudged, row.ID)
+		}
+		if v == Broke && row.Group != GroupRemedy {
+			card.Remedies = append(card.Remedies, card.remediesOf(row)...)
 		}
 	}
-	if len(at) == 0 {
-		return -1, 0
+	if bare := card.brokeWithoutFault(); bare != "" {
+		// A remedy changes how the system is run; a lock that breaks with nothing done to it has a
+		// bug no such change fixes: keep only the remedies rows proved, and say so once.
+		proved := []CardRemedy{{Row: bare, Remedy: "none: it broke with no fault at all, a bug in the lock itself"}}
+		for _, r := range card.Remedies {
+			if r.By != "" {
+				proved = append(proved, r)
+			}
+		}
+		card.Remedies = proved
 	}
-	slices.Sort(at)
-	return at[len(at)/2], len(at)
+	switch {
+	case len(broke) > 0:
+		card.Headline = "UNSAFE under: " + strings.Join(broke, ", ")
+	case len(unjudged) > 0:
+		card.Headline = "NOT JUDGED under: " + strings.Join(unjudged, ", ") + " (safe under every row judged)"
+	default:
+		card.Headline = "SAFE under every row"
+	}
+}
+
+// brokeWithoutFault is the plain lock row when it broke, empty otherwise.
+func (card *LibraryCard) brokeWithoutFault() string {
+	for _, row := range card.Rows {
+		if row.Group == GroupLock && row.Plain && row.Verdict() == Broke {
+			return row.ID
+		}
+	}
+	return ""
+}
+
+// remediesOf are the remedies the card proves for a broken row: its remedy rows that kept their
+// promise; one entry without By when none did.
+func (card *LibraryCard) remediesOf(broken *CardRow) []CardRemedy {
+	var out []CardRemedy
+	for _, row := range card.Rows {
+		if row.Remedies == broken.ID && row.Verdict() == Kept {
+			out = append(out, CardRemedy{Row: broken.ID, Remedy: row.Remedy, By: row.ID})
+		}
+	}
+	if len(out) == 0 {
+		none := "no remedy shown by this card"
+		switch {
+		case broken.Must != "":
+			none = broken.Must
+		case broken.Nemesis == "none":
+			none = "none: it broke with no fault at all, a bug in the lock itself"
+		}
+		out = append(out, CardRemedy{Row: broken.ID, Remedy: none})
+	}
+	return out
 }
 
 // Sort orders the runs of every row by seed.
@@ -102,133 +289,191 @@ func (card *LibraryCard) Sort() {
 	}
 }
 
-// WriteLibraryCard writes the card as card.json and card.md in dir.
+// WriteLibraryCard judges the card and writes it as card.json and card.md in dir.
 func WriteLibraryCard(dir string, card *LibraryCard) error {
 	card.Sort()
+	card.Judge()
 	return writeCardFiles(dir, LibraryCardJSON, LibraryCardMarkdown, card, card.Markdown)
 }
 
-// Markdown renders the card as one page: the rows' table, where the library broke its promise, and
-// the runs behind every cell.
+// Markdown renders the card as one page: headline, remedies, the rows by group, what was skipped
+// and every run.
 func (card *LibraryCard) Markdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Report card: %s\n\n", card.Library)
-	fmt.Fprintf(&b, "Started %s, revision %s, seeds %s%s.\n\n", card.Started.UTC().Format(time.RFC3339), card.Revision,
-		joinSeeds(card.Seeds), card.servers())
-	b.WriteString("| row | faults | expected | verdicts | met | first finding: median (per seed) | validity promised (p50) | grants (per seed) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
-	for _, row := range card.Rows {
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %d/%d | %s | %s | %s |\n", row.Scenario, row.Nemesis, row.Expected,
-			row.tally(), row.Met(), len(row.Runs), row.firstCell(), row.promisedCell(), row.grantsCell())
+	fmt.Fprintf(&b, "# lockpick card: %s\n\n**%s**\n\n", card.title(), card.Headline)
+	fmt.Fprintf(&b, "%s.\n\n", card.identity())
+	took := "took " + time.Duration(card.Took).Round(time.Second).String()
+	if card.Rejudged {
+		took = "made from stored runs, checked again by this build"
 	}
-	b.WriteString("\nA row is met when the run showed what its scenario file expects (verdict and findings). The first finding is the earliest event that made a run invalid: an overlap of two holds, a stale write the resource accepted, a lease the lock dropped before the deadline it promised, a deadlock. The validity promised is what the lock told its holders at each grant: the checker judges the lock by exactly that.\n")
-	card.writeBroken(&b)
-	b.WriteString("\n## Runs\n\n")
-	for _, row := range card.Rows {
-		for _, r := range row.Runs {
-			if r.Error != "" {
-				fmt.Fprintf(&b, "- %s seed %d: could not run: %s\n", row.Scenario, r.Seed, r.Error)
-				continue
+	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, %s, lockpick revision %s.\n",
+		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), took, card.Revision)
+	if len(card.Remedies) > 0 {
+		b.WriteString("\n## Remedies\n\n")
+		for _, r := range card.Remedies {
+			fmt.Fprintf(&b, "- **%s**%s: %s", r.Row, card.inherent(r.Row), r.Remedy)
+			if r.By != "" {
+				fmt.Fprintf(&b, " (shown by row %s, which kept its promise)", r.By)
 			}
-			met := "met"
-			if len(r.Missed) > 0 {
-				met = "NOT MET: " + strings.Join(r.Missed, "; ")
-			}
-			fmt.Fprintf(&b, "- %s seed %d: %s, %s — %s\n", row.Scenario, r.Seed, r.Verdict, met, r.Dir)
+			b.WriteString("\n")
 		}
 	}
+	card.writeGroup(&b, GroupLock, "The lock's promise", "No two clients hold a key at once, and no lease ends before the deadline the lock promised. These rows decide the exit code.")
+	card.writeGroup(&b, GroupInherent, "What the application must add", "A lease cannot stop a holder that was paused past it from writing late: breaking here is inherent to leases, and the last column says what the application must add.")
+	card.writeGroup(&b, GroupRemedy, "Remedies tried", "Each changes one thing about a row above.")
+	card.writeSkipped(&b)
+	card.writeRuns(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// writeBroken lists, per row that found something, where the library broke its promise: the first
-// finding of the earliest seed that had one, with the run that shows it.
-func (card *LibraryCard) writeBroken(b *strings.Builder) {
+// inherent marks a row whose breaking is inherent to leases.
+func (card *LibraryCard) inherent(id string) string {
+	for _, row := range card.Rows {
+		if row.ID == id && row.Group == GroupInherent {
+			return " (inherent to leases: the application must add it)"
+		}
+	}
+	return ""
+}
+
+func (card *LibraryCard) title() string {
+	if len(card.Program) > 0 {
+		return strings.Join(card.Program, " ")
+	}
+	return card.Lock
+}
+
+// identity says who wrote the lock and what it declares.
+func (card *LibraryCard) identity() string {
+	lib := "library unknown"
+	if l := card.Library; l.Name != "" {
+		lib = "library " + l.Name
+		if l.Version != "" {
+			lib += " " + l.Version
+		}
+		if l.Module != "" && l.Module != l.Name {
+			lib += " [" + l.Module + "]"
+		}
+		if l.Source != "" {
+			lib += " (" + l.Source + ")"
+		}
+	}
+	return fmt.Sprintf("Lock `%s`, %s; it declares: %s", card.Lock, lib, card.Declares)
+}
+
+func (card *LibraryCard) writeGroup(b *strings.Builder, group, title, about string) {
+	var rows []*CardRow
+	for _, row := range card.Rows {
+		if row.Group == group && row.Skipped == "" {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## %s\n\n%s\n\n", title, about)
+	last := "run of the first break"
+	switch group {
+	case GroupInherent:
+		last = "the application must add"
+	case GroupRemedy:
+		last = "remedy for"
+	}
+	fmt.Fprintf(b, "| row | what it does to the lock | verdict | first finding | seeds broken / run | time to first finding | %s |\n|---|---|---|---|---|---|---|\n", last)
+	for _, row := range rows {
+		v := row.Verdict()
+		if group == GroupInherent && v == Broke {
+			v = "broke it, as any lease does"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.ID, row.What, v, row.findingCell(), row.seedsCell(), row.timeCell(), row.lastCell(group))
+	}
+}
+
+func (row *CardRow) findingCell() string {
+	if r := row.FirstBroken(); r != nil {
+		words, _ := r.Finding()
+		return mdCell(words)
+	}
+	for _, r := range row.Runs {
+		switch {
+		case r.Error != "":
+			return "could not run: " + mdCell(r.Error)
+		case r.Unknown != "":
+			return mdCell(r.Unknown)
+		}
+	}
+	return "—"
+}
+
+func (row *CardRow) seedsCell() string {
+	s := fmt.Sprintf("%d / %d", row.Broken(), len(row.Runs))
+	if row.NotRun > 0 {
+		s += fmt.Sprintf(" (%d not run: broken already)", row.NotRun)
+	}
+	return s
+}
+
+func (row *CardRow) timeCell() string {
+	if r := row.FirstBroken(); r != nil {
+		_, at := r.Finding()
+		return at
+	}
+	return "—"
+}
+
+func (row *CardRow) lastCell(group string) string {
+	switch group {
+	case GroupInherent:
+		return row.Must
+	case GroupRemedy:
+		return row.Remedies
+	}
+	if r := row.FirstBroken(); r != nil {
+		return r.Dir
+	}
+	return "—"
+}
+
+// mdCell keeps text inside one table cell.
+func mdCell(s string) string {
+	return strings.NewReplacer("|", "\\|", "\n", " ").Replace(s)
+}
+
+func (card *LibraryCard) writeSkipped(b *strings.Builder) {
 	header := false
 	for _, row := range card.Rows {
-		for _, r := range row.Runs {
-			if r.First == nil {
-				continue
-			}
-			if !header {
-				b.WriteString("\n## Where it broke its promise\n\n")
-				header = true
-			}
-			fmt.Fprintf(b, "- **%s** (%s), seed %d, %s at %s: %s\n  run: %s\n", row.Scenario, row.Why, r.Seed, r.First.Kind,
-				checker.FormatTime(r.First.At), r.First.Description, r.Dir)
-			break
+		if row.Skipped == "" {
+			continue
 		}
+		if !header {
+			b.WriteString("\n## Skipped\n\n")
+			header = true
+		}
+		fmt.Fprintf(b, "- %s (%s): %s\n", row.ID, row.What, row.Skipped)
 	}
 }
 
-func (card *LibraryCard) servers() string {
-	var s []string
+func (card *LibraryCard) writeRuns(b *strings.Builder) {
+	b.WriteString("\n## Runs\n\n")
 	for _, row := range card.Rows {
 		for _, r := range row.Runs {
-			if r.Server != "" && !slices.Contains(s, r.Server) {
-				s = append(s, r.Server)
+			switch {
+			case r.Error != "":
+				fmt.Fprintf(b, "- %s seed %d: could not run: %s\n", row.ID, r.Seed, r.Error)
+			default:
+				early := ""
+				if r.StoppedEarly {
+					early = ", stopped at its first violation"
+				}
+				took := ""
+				if r.Took > 0 {
+					took = ", " + time.Duration(r.Took).Round(time.Second).String()
+				}
+				fmt.Fprintf(b, "- %s seed %d: %s, %d grants%s%s — %s\n", row.ID, r.Seed, r.Verdict, r.Grants, took, early, r.Dir)
 			}
 		}
 	}
-	if len(s) == 0 {
-		return ""
-	}
-	return ", server " + strings.Join(s, ", ")
-}
-
-func (row *CardRow) tally() string {
-	verdicts := make([]string, len(row.Runs))
-	for i, r := range row.Runs {
-		verdicts[i] = verdictOrCrashed(r.Verdict, r.Error)
-	}
-	return tally(verdicts)
-}
-
-func (row *CardRow) firstCell() string {
-	median, n := row.MedianFirst()
-	if n == 0 {
-		return "—"
-	}
-	var per []string
-	for _, r := range row.Runs {
-		if r.First == nil {
-			per = append(per, "—")
-			continue
-		}
-		per = append(per, checker.FormatTime(r.First.At))
-	}
-	return fmt.Sprintf("%s in %d/%d (%s)", checker.FormatTime(median), n, len(row.Runs), strings.Join(per, ", "))
-}
-
-func (row *CardRow) promisedCell() string {
-	var p50 []float64
-	unbounded := 0
-	for _, r := range row.Runs {
-		if r.Promised.Count > 0 {
-			p50 = append(p50, r.Promised.P50)
-		}
-		unbounded += r.Unbounded
-	}
-	if len(p50) == 0 {
-		if unbounded > 0 {
-			return "until release (no deadline)"
-		}
-		return "—"
-	}
-	slices.Sort(p50)
-	return fmt.Sprintf("%.0f ms", p50[len(p50)/2])
-}
-
-func (row *CardRow) grantsCell() string {
-	var g []string
-	for _, r := range row.Runs {
-		if r.Error != "" {
-			g = append(g, "—")
-			continue
-		}
-		g = append(g, fmt.Sprint(r.Grants))
-	}
-	return strings.Join(g, ", ")
 }
 
 func joinSeeds(seeds []uint64) string {

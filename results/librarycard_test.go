@@ -9,25 +9,63 @@ import (
 	"github.com/lockpick-dev/lockpick/checker"
 )
 
-// The card says per row how many seeds met the expectation, the median time to the first finding,
-// and where the library broke its promise, with the run that shows it.
-func TestLibraryCardShowsRowsAndBrokenPromises(t *testing.T) {
-	dir := t.TempDir()
-	first := func(at int64) *checker.FirstFinding {
-		return &checker.FirstFinding{Kind: checker.FindingStaleWrite, At: at, Description: "p6 wrote 655 after its lease ended"}
+func keptRun(seed uint64) *CardRun {
+	return &CardRun{Seed: seed, Verdict: "valid", Grants: 40, Dir: "card-x-row/1"}
+}
+
+func brokenRun(seed uint64, kind string) *CardRun {
+	return &CardRun{Seed: seed, Verdict: "invalid", Grants: 30, Dir: "card-x-restart/2",
+		First: &checker.FirstFinding{Kind: kind, At: 4e9, Description: "p2 and p0 | both held lockpick:1"}}
+}
+
+// A row's verdict is about the lock: broken by any seed, not judged when a run was unknown, kept
+// only when every run kept it.
+func TestCardRowVerdict(t *testing.T) {
+	cases := []struct {
+		row  CardRow
+		want string
+	}{
+		{CardRow{Runs: []*CardRun{keptRun(1), keptRun(2)}}, Kept},
+		{CardRow{Runs: []*CardRun{keptRun(1), brokenRun(2, checker.FindingViolation)}}, Broke},
+		{CardRow{Runs: []*CardRun{keptRun(1), {Seed: 2, Verdict: "unknown", Unknown: "too few grants"}}}, NotJudged},
+		{CardRow{Runs: []*CardRun{{Seed: 1, Error: "no redis-server"}, {Seed: 2, Verdict: "unknown"}}}, NotRun},
+		{CardRow{Skipped: "no extend"}, SkippedRow},
+		{CardRow{}, NotJudged},
 	}
-	card := &LibraryCard{Library: "etcd", Seeds: []uint64{1, 2, 3}, Rows: []*CardRow{
-		{Scenario: "etcd-none", Why: "no faults", Nemesis: "none", Expected: "valid", Runs: []*CardRun{
-			{Seed: 2, Verdict: "valid", Grants: 40, Promised: checker.Latency{Count: 40, P50: 1990}, Server: "etcd 3.4.23"},
-			{Seed: 1, Verdict: "valid", Grants: 41, Promised: checker.Latency{Count: 41, P50: 1995}, Server: "etcd 3.4.23"},
-			{Seed: 3, Verdict: "invalid", Missed: []string{"verdict invalid"}, First: &checker.FirstFinding{Kind: "violation", At: 5e9}},
-		}},
-		{Scenario: "etcd-client-pause", Why: "Jepsen", Nemesis: "client-pause", Expected: "invalid", ExpectInvalid: true, Runs: []*CardRun{
-			{Seed: 1, Verdict: "invalid", First: first(3e9), Dir: "/s/run1"},
-			{Seed: 2, Verdict: "invalid", First: first(7e9), Dir: "/s/run2"},
-			{Seed: 3, Verdict: "valid", Missed: []string{"verdict valid"}},
-		}},
+	for i, c := range cases {
+		if got := c.row.Verdict(); got != c.want {
+			t.Errorf("case %d: %s, want %s", i, got, c.want)
+		}
+	}
+}
+
+// The headline names the lock rows broken, and each gets the remedy a row of the card proved, or
+// what the application must add; inherent and remedy rows never enter the headline.
+func TestCardHeadlineAndRemedies(t *testing.T) {
+	card := &LibraryCard{Lock: "single", Seeds: []uint64{1, 2, 3}, Rows: []*CardRow{
+		{ID: "deadline", Group: GroupLock, Runs: []*CardRun{keptRun(1)}},
+		{ID: "restart", Group: GroupLock, Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}, NotRun: 2},
+		{ID: "restart-delayed", Group: GroupLock, Remedies: "restart", Remedy: "restart no sooner than the TTL", Runs: []*CardRun{keptRun(1)}},
+		{ID: "clock-forward", Group: GroupLock, Runs: []*CardRun{brokenRun(1, checker.FindingEarlyLoss)}},
+		{ID: "counter-unguarded", Group: GroupInherent, Must: "fencing tokens", Runs: []*CardRun{brokenRun(1, checker.FindingStaleWrite)}},
+		{ID: "counter-cas", Group: GroupRemedy, Remedies: "counter-unguarded", Remedy: "check-and-set", Runs: []*CardRun{keptRun(1)}},
+		{ID: "restart-aof-always", Group: GroupRemedy, Remedies: "restart", Remedy: "aof always", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "reentry", Group: GroupLock, Skipped: "the lock is not reentrant"},
 	}}
+	card.Judge()
+	if card.Headline != "UNSAFE under: restart, clock-forward" {
+		t.Errorf("headline %q", card.Headline)
+	}
+	want := map[string]string{"restart": "restart-delayed", "clock-forward": "", "counter-unguarded": "counter-cas"}
+	if len(card.Remedies) != len(want) {
+		t.Errorf("remedies: %+v", card.Remedies)
+	}
+	for _, r := range card.Remedies {
+		if by, ok := want[r.Row]; !ok || by != r.By {
+			t.Errorf("remedy %+v, want it by %q", r, by)
+		}
+	}
+	dir := t.TempDir()
 	if err := WriteLibraryCard(dir, card); err != nil {
 		t.Fatal(err)
 	}
@@ -36,22 +74,48 @@ func TestLibraryCardShowsRowsAndBrokenPromises(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	for _, want := range []string{
-		"# Report card: etcd", "server etcd 3.4.23",
-		"| etcd-none | `none` | valid | 1/3 invalid, 2/3 valid | 2/3 |",
-		"| etcd-client-pause | `client-pause` | invalid | 2/3 invalid, 1/3 valid | 2/3 | 7.000s in 2/3 (3.000s, 7.000s, —)",
-		"1995 ms",
-		"**etcd-client-pause** (Jepsen), seed 1, stale-write at 3.000s: p6 wrote 655 after its lease ended\n  run: /s/run1",
-		"- etcd-client-pause seed 3: valid, NOT MET: verdict valid",
+	for _, s := range []string{
+		"**UNSAFE under: restart, clock-forward**",
+		"- **restart**: restart no sooner than the TTL (shown by row restart-delayed, which kept its promise)",
+		"- **clock-forward**: no remedy shown by this card",
+		"| restart |  | broke its promise | two holders: p2 and p0 \\| both held lockpick:1 | 1 / 1 (2 not run: broken already) | 4.000s | card-x-restart/2 |",
+		"## What the application must add", "| counter-unguarded |  | broke it, as any lease does | stale write accepted", "- **counter-unguarded** (inherent to leases: the application must add it): check-and-set (shown by row counter-cas",
+		"## Remedies tried", "## Skipped", "- reentry (): the lock is not reentrant",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("card lacks %q:\n%s", want, md)
+		if !strings.Contains(md, s) {
+			t.Errorf("card lacks %q:\n%s", s, md)
 		}
-	}
-	if card.Rows[0].Runs[0].Seed != 1 {
-		t.Errorf("runs are not in seed order: %+v", card.Rows[0].Runs)
 	}
 	if _, err := os.Stat(filepath.Join(dir, LibraryCardJSON)); err != nil {
 		t.Errorf("no card.json: %v", err)
+	}
+}
+
+// A lock that breaks with no fault gets no remedy, only the ones rows proved.
+func TestCardNoRemedyForABug(t *testing.T) {
+	card := &LibraryCard{Rows: []*CardRow{
+		{ID: "deadline", Group: GroupLock, Nemesis: "none", Plain: true, Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "restart", Group: GroupLock, Nemesis: "restart", Runs: []*CardRun{brokenRun(1, checker.FindingViolation)}},
+		{ID: "counter-unguarded", Group: GroupInherent, Runs: []*CardRun{brokenRun(1, checker.FindingStaleWrite)}},
+		{ID: "counter-cas", Group: GroupRemedy, Remedies: "counter-unguarded", Remedy: "check-and-set", Runs: []*CardRun{keptRun(1)}},
+	}}
+	card.Judge()
+	if len(card.Remedies) != 2 || card.Remedies[0].Row != "deadline" || !strings.Contains(card.Remedies[0].Remedy, "no fault") || card.Remedies[1].By != "counter-cas" {
+		t.Errorf("remedies %+v", card.Remedies)
+	}
+}
+
+// A lock that kept its promise everywhere is SAFE; one that could not be judged is not called safe.
+func TestCardHeadlineSafeAndNotJudged(t *testing.T) {
+	card := &LibraryCard{Rows: []*CardRow{{ID: "deadline", Group: GroupLock, Runs: []*CardRun{keptRun(1)}},
+		{ID: "counter-unguarded", Group: GroupInherent, Runs: []*CardRun{brokenRun(1, checker.FindingStaleWrite)}}}}
+	card.Judge()
+	if card.Headline != "SAFE under every row" {
+		t.Errorf("headline %q", card.Headline)
+	}
+	card.Rows = append(card.Rows, &CardRow{ID: "drift", Group: GroupLock, Runs: []*CardRun{{Seed: 1, Verdict: "unknown"}}})
+	card.Judge()
+	if !strings.HasPrefix(card.Headline, "NOT JUDGED under: drift") {
+		t.Errorf("headline %q", card.Headline)
 	}
 }

@@ -240,7 +240,7 @@ func problemLines(res *checker.Result, info RunInfo) []string {
 		out = append(out, "early lease loss: "+l.Description)
 	}
 	for _, l := range res.LateExtends {
-		out = append(out, "late extend: "+l.Description)
+		out = append(out, l.Kind()+": "+l.Description)
 	}
 	if ce := res.ClientExits; ce != nil {
 		out = append(out, "client crashes: "+ce.Headline())

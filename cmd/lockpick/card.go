@@ -1,43 +1,59 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
-	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/results"
-	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
 func newCardCmd() *cobra.Command {
-	var seedList, store, report, etcdServer, from string
+	var cfg harness.Config
+	var seedList, store, report, from string
+	var only []string
 	var parallel int
-	var stopAtFirst bool
+	var list bool
+	var timeLimit time.Duration
 	cmd := &cobra.Command{
-		Use:   "card LOCK...",
-		Short: "Run a lock library through every fault row it is exposed to and write its report card",
-		Long: `card runs every scenario file whose lock is one of LOCK... (its rows) once per seed and writes a
-one-page report card, card.md and card.json, into store/card-LOCK/<timestamp>: per row the faults, the
-expected outcome, the verdicts over the seeds, how many met the expectation, the time to the first
-finding, the validity the library promised, and where it broke that promise, with the run that shows it.
+		Use:   "card [LOCK]",
+		Short: "Certify a lock: run one battery of lease-edge, fault and resource rows and judge the lock's promise",
+		Long: `card certifies a lock: a shipped one (LOCK) or your own program (--client-cmd, which implies
+--lock client). It derives one battery of rows from what the lock declares (its system and nodes,
+a deadline or none, extend, fencing tokens, re-entry): lease-edge rows (holds to the deadline, a
+slow client group, node timeouts, clock drift, client clocks, a sub-second TTL, extends, re-entry),
+fault rows (restarts, partitions, node and client pauses, clock jumps, latency, client crashes, and
+the system's own: Sentinel failover, etcd's leader) and resource rows (a counter unguarded, and
+guarded). It runs each row once per seed, rows side by side; a row stops at its first violation,
+and a row broken in one seed runs no more seeds.
 
-It exits 0 when every run met its row's expectation, 1 when any did not, 255 when a run could not
-start or crashed.`,
-		Example: "  lockpick card etcd etcd-unlock-retry --seeds 1,2,3,4,5 --parallel 3\n  lockpick card watchdog --report docs/cards/watchdog.md",
-		Args:    cobra.MinimumNArgs(1),
+Each row is a verdict about the lock: kept its promise, broke it (with the first finding and its
+time), or could not judge. The headline says SAFE under every row, or UNSAFE under the rows it
+broke, with the remedies other rows of the card prove. card.md and card.json go to
+store/card-LOCK/<timestamp> (card-PROGRAM after the program's last word for --client-cmd).
+
+It exits 1 when the lock broke its promise in any lock row; else 255 on bad input or a run that
+could not start; else 2 when a lock row could not judge; else 0 (it kept its promise in every lock
+row). Rows where breaking is inherent to leases, and remedy rows, do not change the exit code.`,
+		Example: `  lockpick card --client-cmd "python3 mylock.py" --client-capabilities extend
+  lockpick card redsync
+  lockpick card single --rows deadline,restart --seeds 1`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cardLock(&cfg, args); err != nil {
+				return err
+			}
+			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "time-limit"); err != nil {
+				return err
+			}
 			seeds, err := parseSeeds(seedList)
 			if err != nil {
 				return err
@@ -45,254 +61,160 @@ start or crashed.`,
 			if parallel < 1 {
 				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
-			rows, err := cardRows(args)
-			if err != nil {
-				return err
-			}
 			if store, err = filepath.Abs(store); err != nil {
 				return fmt.Errorf("--store: %w", err)
 			}
-			started := time.Now()
-			dir, err := results.NewRunDir(store, "card-"+args[0], started)
+			cfg.Store, cfg.Revision, cfg.Command = store, revision, cmdLine()
+			base := cardBase(cfg)
+			rows, err := batteryFor(base)
 			if err != nil {
 				return err
 			}
-			card := &results.LibraryCard{Library: strings.Join(args, ", "), Started: started, Revision: revision, Command: cmdLine(), Seeds: seeds}
-			c := &cardRun{cmd: cmd, w: cmd.OutOrStdout(), dir: dir, card: card, report: report,
-				o: scenarioOverrides{store: store, stopAtFirst: stopAtFirst, etcdServer: etcdServer}}
-			for _, s := range rows {
-				card.Rows = append(card.Rows, &results.CardRow{Scenario: s.Name, Why: s.Why, Lock: s.Config.Lock, Nemesis: s.Config.Nemesis,
-					Workload: s.Config.Workload, Expected: s.Expect.String(), ExpectInvalid: s.Expect.Verdict.String() == "invalid"})
+			if rows, err = onlyRows(rows, only); err != nil {
+				return err
 			}
+			if list {
+				listRows(cmd.OutOrStdout(), base, rows)
+				return nil
+			}
+			c, err := newCardRun(cmd, base, rows, seeds, store, timeLimit)
+			if err != nil {
+				return err
+			}
+			c.report = report
 			if from != "" {
-				err = c.fromStore(rows, seeds, from)
+				err = c.fromStore(from)
 			} else {
-				err = c.runAll(rows, seeds, parallel)
+				err = c.runAll(parallel)
 			}
 			if err != nil {
 				return err
 			}
-			return c.finish(time.Since(started))
+			return c.finish()
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&seedList, "seeds", "1,2,3,4,5", "seeds to run each row with, comma-separated")
+	lockFlags(f, &cfg)
+	f.StringVar(&seedList, "seeds", "1,2,3", "seeds to run each row with, comma-separated")
 	f.IntVar(&parallel, "parallel", 2, "runs at once (each has its own nodes and ports)")
 	f.StringVar(&store, "store", "store", "directory of the run store")
-	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/etcd.md)")
-	f.StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
+	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/redsync.md)")
 	f.StringVar(&from, "from", "", "run nothing: make the card of the runs already in this store (the latest run of each row and seed, checked again)")
-	f.BoolVar(&stopAtFirst, "stop-at-first", true, "end a row's fault phase at its first violation when one violation settles its expectation")
+	f.StringSliceVar(&only, "rows", nil, "run only these rows, by id (for example deadline,restart); the card lists the ids")
+	f.BoolVar(&list, "list", false, "list the lock's rows (and why any is skipped) and run nothing")
+	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every row (default: each row's own, 8s to 40s)")
 	return cmd
 }
 
-// cardRows are the built-in scenarios of the named locks, in name order.
-func cardRows(lockNames []string) ([]scenarios.Scenario, error) {
-	for _, l := range lockNames {
-		if err := locks.Validate(l); err != nil {
-			return nil, err
-		}
-	}
-	all, err := scenarios.All()
-	if err != nil {
-		return nil, err
-	}
-	var rows []scenarios.Scenario
-	for _, s := range all {
-		if slices.Contains(lockNames, s.Config.Lock) {
-			rows = append(rows, s)
-		}
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("no scenario file runs lock %s: write its rows as scenarios/%s-<fault>.yaml (see scenarios/single-*.yaml)",
-			strings.Join(lockNames, " or "), lockNames[0])
-	}
-	return rows, nil
-}
-
-// cardRun runs a card's rows, some at a time, and rewrites the card after every run.
-type cardRun struct {
-	cmd    *cobra.Command
-	w      io.Writer
-	dir    string
-	card   *results.LibraryCard
-	report string
-	o      scenarioOverrides
-
-	mu      sync.Mutex // the card and the output
-	crashed bool
-}
-
-type cardJob struct {
-	row  int
-	s    scenarios.Scenario
-	seed uint64
-}
-
-func (c *cardRun) runAll(rows []scenarios.Scenario, seeds []uint64, parallel int) error {
-	var jobs []cardJob
-	for i, s := range rows {
-		for _, seed := range seeds {
-			jobs = append(jobs, cardJob{row: i, s: s, seed: seed})
-		}
-	}
-	return eachAtOnce(len(jobs), parallel, func(i int) error { return c.run(jobs[i]) })
-}
-
-// run runs one row at one seed and records it on the card.
-func (c *cardRun) run(job cardJob) error {
-	o := c.o
-	o.seed = &job.seed
-	out, err := harness.Run(c.cmd.Context(), o.config(job.s), nil)
-	if err != nil {
-		return c.record(job, "", "", nil, nil, err)
-	}
-	return c.record(job, out.Dir, serverOf(out.Dir), out.Result, missed(job.s, out), nil)
-}
-
-// record puts one run of a row on the card and rewrites the card: server is the server program it
-// used, missed how it differed from the row's expectation, err that it could not start or crashed.
-func (c *cardRun) record(job cardJob, dir, server string, res *checker.Result, missed []string, err error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	row := c.card.Rows[job.row]
-	if err != nil {
-		c.crashed = true
-		row.Runs = append(row.Runs, &results.CardRun{Seed: job.seed, Error: err.Error()})
-		fmt.Fprintf(c.w, "%s seed %d: could not run: %v\n", job.s.Name, job.seed, err)
-	} else {
-		r := results.NewCardRun(job.seed, dir, server, res, missed)
-		row.Runs = append(row.Runs, r)
-		met := "met"
-		if len(missed) > 0 {
-			met = "NOT MET: " + strings.Join(missed, "; ")
-		}
-		fmt.Fprintf(c.w, "%s seed %d: %s, expected %s: %s (%s)\n", job.s.Name, job.seed, r.Verdict, job.s.Expect, met, dir)
-	}
-	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
-		return err
-	}
-	if c.cmd.Context().Err() != nil {
-		return fmt.Errorf("interrupted; partial report card in %s", c.dir)
-	}
-	return nil
-}
-
-// fromStore makes the card of stored runs: for each row and seed the latest run in store of the
-// same scenario, lock, nemeses and workload, checked again from its history, so the card judges it
-// by the checker of this build.
-func (c *cardRun) fromStore(rows []scenarios.Scenario, seeds []uint64, store string) error {
-	for i, s := range rows {
-		for _, seed := range seeds {
-			job := cardJob{row: i, s: s, seed: seed}
-			dir, server, err := storedRun(store, s, seed, c.o.etcdServer)
-			if err != nil {
-				if err := c.record(job, "", "", nil, nil, err); err != nil {
-					return err
-				}
-				continue
-			}
-			res, err := checker.CheckFile(filepath.Join(dir, history.FileName), checker.Options{Timeout: 2 * time.Minute})
-			var miss []string
-			if err == nil {
-				miss = s.Expect.Met(res)
-			}
-			if err := c.record(job, dir, server, res, miss, err); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// storedRun finds the latest run of scenario s with seed in store (and with the etcd server asked,
-// when one is), and the server program it used.
-func storedRun(store string, s scenarios.Scenario, seed uint64, etcdServer string) (dir, server string, err error) {
-	entries, err := os.ReadDir(filepath.Join(store, s.Name))
-	if err != nil {
-		return "", "", fmt.Errorf("no stored run of %s in %s: run it first (lockpick card without --from)", s.Name, store)
-	}
-	for i := len(entries) - 1; i >= 0; i-- {
-		dir := filepath.Join(store, s.Name, entries[i].Name())
-		cfg, err := readRunConfig(dir)
-		if err != nil || cfg.Seed != seed || cfg.Lock != s.Config.Lock || cfg.Nemesis != s.Config.Nemesis {
-			continue
-		}
-		if (s.Config.Workload != "" && cfg.Workload != s.Config.Workload) || (etcdServer != "" && cfg.EtcdServer != etcdServer) {
-			continue
-		}
-		return dir, cfg.server(), nil
-	}
-	return "", "", fmt.Errorf("no stored run of %s with seed %d in %s (of this scenario's lock, nemeses and workload): run it first", s.Name, seed, store)
-}
-
-// runConfig is what a card reads of a stored run's config.json.
-type runConfig struct {
-	Lock, Nemesis, Workload string
-	Seed                    uint64
-	EtcdServer              string `json:"etcd_server"`
-	Etcd                    *struct {
-		Version string `json:"version"`
-	} `json:"etcd"`
-}
-
-func readRunConfig(dir string) (runConfig, error) {
-	var cfg runConfig
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return cfg, err
-	}
-	return cfg, json.Unmarshal(b, &cfg)
-}
-
-// server names the server program the run used ("etcd 3.4.23"); empty for systems that name none.
-func (cfg runConfig) server() string {
-	if cfg.Etcd == nil {
-		return ""
-	}
-	return "etcd " + cfg.Etcd.Version
-}
-
-// finish prints the rows, copies the card to --report, and gives the exit code.
-func (c *cardRun) finish(took time.Duration) error {
-	missed := 0
-	fmt.Fprintln(c.w)
-	for _, row := range c.card.Rows {
-		fmt.Fprintf(c.w, "%-34s expected %-40s met %d/%d\n", row.Scenario, row.Expected, row.Met(), len(row.Runs))
-		missed += len(row.Runs) - row.Met()
-	}
-	fmt.Fprintf(c.w, "report card: %s (%v)\n", filepath.Join(c.dir, results.LibraryCardMarkdown), took.Round(time.Second))
-	if c.report != "" {
-		if err := os.MkdirAll(filepath.Dir(c.report), 0o755); err != nil {
-			return fmt.Errorf("--report %s: %w", c.report, err)
-		}
-		f, err := os.Create(c.report)
-		if err != nil {
-			return fmt.Errorf("--report %s: %w", c.report, err)
-		}
-		if err := c.card.Markdown(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--report %s: %w", c.report, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("--report %s: %w", c.report, err)
-		}
-	}
+// cardLock sets the lock of a card: LOCK, or client when --client-cmd names a program.
+func cardLock(cfg *harness.Config, args []string) error {
 	switch {
-	case c.crashed:
-		return exitError{255}
-	case missed > 0:
-		return exitError{1}
+	case len(args) == 1 && len(cfg.ClientCmd) > 0 && args[0] != locks.ClientLock:
+		return fmt.Errorf("card %s --client-cmd: give a shipped LOCK or --client-cmd (your program), not both", args[0])
+	case len(args) == 1:
+		cfg.Lock = args[0]
+	case len(cfg.ClientCmd) > 0:
+		cfg.Lock = locks.ClientLock
+	default:
+		return fmt.Errorf("card needs a lock: name a shipped one (lockpick card redsync; one of %v) or give your program with --client-cmd 'PROGRAM ARGS'", locks.Names())
 	}
-	return nil
+	return locks.Validate(cfg.Lock)
 }
 
-// serverOf names the server program a stored run used, from its config.json; empty for systems
-// that do not name one.
-func serverOf(dir string) string {
-	cfg, err := readRunConfig(dir)
-	if err != nil {
-		return ""
+// listRows prints the battery: each row's id, group, faults, or why it is skipped.
+func listRows(w io.Writer, base harness.Config, rows []cardRow) {
+	fmt.Fprintf(w, "card %s: %s\n", base.Lock, declares(base))
+	for _, row := range rows {
+		if row.skip != "" {
+			fmt.Fprintf(w, "  %-20s %-8s skipped: %s\n", row.id, row.group, row.skip)
+			continue
+		}
+		c := row.config(base)
+		fmt.Fprintf(w, "  %-20s %-8s %s [%s; %s]\n", row.id, row.group, row.what, c.Nemesis, settings(c))
 	}
-	return cfg.server()
+}
+
+// onlyRows keeps the rows --rows names.
+func onlyRows(rows []cardRow, only []string) ([]cardRow, error) {
+	if len(only) == 0 {
+		return rows, nil
+	}
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r.id)
+	}
+	for _, id := range only {
+		if !slices.Contains(ids, id) {
+			return nil, fmt.Errorf("--rows: no row %q on this lock's card: use some of %s", id, strings.Join(ids, ","))
+		}
+	}
+	var out []cardRow
+	for _, r := range rows {
+		if slices.Contains(only, r.id) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// declares says in words what the lock declares, for the card's header.
+func declares(base harness.Config) string {
+	k, err := cardKind(base)
+	if err != nil {
+		return "unknown"
+	}
+	r := base
+	if err := r.Resolve(); err != nil {
+		return "unknown"
+	}
+	parts := []string{fmt.Sprintf("system %s with %d data node(s)", r.System, len(r.NodeNames()))}
+	yes := func(b bool, y, n string) {
+		if b {
+			parts = append(parts, y)
+		} else {
+			parts = append(parts, n)
+		}
+	}
+	yes(k.Open, "leases with no deadline (held until release)", "leases with a deadline")
+	yes(!k.NoExtend, "extends on request", "no extend")
+	yes(k.Tokens, "fencing tokens", "no fencing tokens")
+	yes(k.Reentrant, "reentrant", "not reentrant")
+	return strings.Join(parts, ", ")
+}
+
+// settings says how a row's run differs from a plain run, for the card's JSON.
+func settings(c harness.Config) string {
+	s := []string{fmt.Sprintf("ttl %v", time.Duration(c.TTL)), fmt.Sprintf("%v + %v recovery", time.Duration(c.TimeLimit), time.Duration(c.Recovery))}
+	add := func(b bool, text string) {
+		if b {
+			s = append(s, text)
+		}
+	}
+	add(c.ClientGroups > 1, fmt.Sprintf("%d client groups", c.ClientGroups))
+	add(c.NodeTimeout > 0, fmt.Sprintf("node timeout %v", time.Duration(c.NodeTimeout)))
+	add(c.HoldMax > 0, fmt.Sprintf("holds up to %v", time.Duration(c.HoldMax)))
+	add(c.Extend, "extend")
+	add(c.Reentrant, "reentrant")
+	add(c.Workload == "counter", "counter, guard "+c.Guard)
+	add(c.Persistence != "" && c.Persistence != "none", "persistence "+c.Persistence)
+	return strings.Join(s, ", ")
+}
+
+// writeReport copies the card's markdown to --report.
+func writeReport(path string, card *results.LibraryCard) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	if err := card.Markdown(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	return nil
 }

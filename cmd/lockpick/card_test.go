@@ -3,63 +3,187 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/lockpick-dev/lockpick/scenarios"
+	"github.com/lockpick-dev/lockpick/harness"
+	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// A card's rows are the scenario files of the locks it names, and only those.
-func TestCardRowsAreTheLocksScenarios(t *testing.T) {
-	rows, err := cardRows([]string{"etcd"})
+// battery derives lock's rows with the card's base; it fails the test when the base does not resolve.
+func battery(t *testing.T, cfg harness.Config) map[string]cardRow {
+	t.Helper()
+	cfg.Store = t.TempDir()
+	rows, err := batteryFor(cardBase(cfg))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", cfg.Lock, err)
 	}
-	var names []string
+	byID := map[string]cardRow{}
 	for _, r := range rows {
-		if r.Config.Lock != "etcd" {
-			t.Errorf("row %s runs lock %s", r.Name, r.Config.Lock)
+		if _, dup := byID[r.id]; dup {
+			t.Errorf("%s: row %s twice", cfg.Lock, r.id)
 		}
-		names = append(names, r.Name)
+		byID[r.id] = r
 	}
-	if !slices.Contains(names, "etcd-none") || slices.Contains(names, "etcd-unlock-retry") {
-		t.Errorf("rows of etcd: %v", names)
+	return byID
+}
+
+// runs says which of ids run (true) or are skipped (false) in rows, and complains otherwise.
+func expectRows(t *testing.T, lock string, rows map[string]cardRow, run, skipped []string) {
+	t.Helper()
+	for _, id := range run {
+		r, ok := rows[id]
+		if !ok || r.skip != "" {
+			t.Errorf("%s: row %s should run: %+v", lock, id, r.skip)
+		}
 	}
-	if _, err := cardRows([]string{"no-such-lock"}); err == nil || !strings.Contains(err.Error(), "unknown lock") {
-		t.Errorf("unknown lock: %v", err)
+	for _, id := range skipped {
+		if r, ok := rows[id]; !ok || r.skip == "" {
+			t.Errorf("%s: row %s should be skipped with a reason", lock, id)
+		}
 	}
 }
 
-// --from takes the latest stored run of the row's scenario, seed, lock and nemeses, and no other.
-func TestStoredRunMatchesTheRow(t *testing.T) {
-	s, err := scenarios.Find("etcd-none")
+// Every lock gets the same battery, shaped only by what it declares: extend rows where it extends,
+// re-entry where it re-enters, a fenced counter where it has tokens, the system's own fault rows.
+func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
+	always := []string{"deadline", "slow-group", "node-timeouts", "client-clock-ahead", "client-clock-behind", "restart", "restart-delayed",
+		"partition-majority", "partition-holder", "node-pause", "client-pause", "latency", "client-crash", "counter-unguarded"}
+	single := battery(t, harness.Config{Lock: "single"})
+	expectRows(t, "single", single, append(always, "drift", "fractional-ttl", "extend", "extend-slow", "clock-forward", "clock-back", "counter-cas", "restart-aof-always"),
+		[]string{"reentry", "partition-minority"})
+	if _, ok := single["counter-fenced"]; ok {
+		t.Errorf("single hands out no tokens, but has a fenced row")
+	}
+	if !strings.Contains(single["counter-unguarded"].must, "hands none out") {
+		t.Errorf("single's inherent row says: %q", single["counter-unguarded"].must)
+	}
+
+	redlock := battery(t, harness.Config{Lock: "redlock"})
+	expectRows(t, "redlock", redlock, []string{"partition-minority", "extend"}, []string{"reentry"})
+	if !strings.Contains(redlock["slow-group"].config(cardBase(harness.Config{Lock: "redlock"})).Nemesis, "target=minority") {
+		t.Errorf("redlock's slow group should slow a minority")
+	}
+
+	fenced := battery(t, harness.Config{Lock: "fenced"})
+	expectRows(t, "fenced", fenced, []string{"counter-fenced"}, nil)
+	if r := fenced["counter-fenced"]; r.group != groupRemedy || r.remedies != "counter-unguarded" {
+		t.Errorf("fenced counter row: %+v", r)
+	}
+
+	watchdog := battery(t, harness.Config{Lock: "watchdog"})
+	expectRows(t, "watchdog", watchdog, []string{"reentry"}, []string{"extend", "extend-slow"})
+
+	etcd := battery(t, harness.Config{Lock: "etcd"})
+	expectRows(t, "etcd", etcd, []string{"leader-kill", "leader-wipe", "partition-minority", "counter-fenced"},
+		[]string{"drift", "clock-forward", "clock-back", "restart-aof-always", "fractional-ttl", "extend"})
+
+	sentinel := battery(t, harness.Config{Lock: "sentinel"})
+	expectRows(t, "sentinel", sentinel, []string{"failover"}, []string{"partition-minority"})
+
+	gozero := battery(t, harness.Config{Lock: "go-zero"})
+	expectRows(t, "go-zero", gozero, []string{"deadline"}, []string{"fractional-ttl"})
+}
+
+// A client program's battery follows the capabilities its user declares, on the system and nodes
+// the user names.
+func TestBatteryOfAClientProgram(t *testing.T) {
+	prog := []string{"/bin/true"}
+	plain := battery(t, harness.Config{Lock: locks.ClientLock, ClientCmd: prog})
+	expectRows(t, "client", plain, []string{"deadline"}, []string{"extend", "reentry", "partition-minority"})
+	if !strings.Contains(plain["extend"].skip, "--client-capabilities extend") {
+		t.Errorf("the extend row should say how to declare extend: %q", plain["extend"].skip)
+	}
+	rich := battery(t, harness.Config{Lock: locks.ClientLock, ClientCmd: prog, ClientCaps: []string{"extend", "token", "reentrant"}, Nodes: 5})
+	expectRows(t, "client", rich, []string{"extend", "extend-slow", "reentry", "partition-minority", "counter-fenced"}, nil)
+	if name := rich["deadline"].config(cardBase(harness.Config{Lock: locks.ClientLock, ClientCmd: []string{"/usr/bin/python3", "my lock.py"}})).Name; name != "card-my-lock.py-deadline" {
+		t.Errorf("a program's run is named %s", name)
+	}
+	onEtcd := battery(t, harness.Config{Lock: locks.ClientLock, ClientCmd: prog, System: "etcd"})
+	expectRows(t, "client on etcd", onEtcd, []string{"leader-kill"}, []string{"clock-forward"})
+}
+
+// Rows are named by what they do to the lock, every row has words, and the run names are plain.
+func TestBatteryRowsAreNamed(t *testing.T) {
+	for _, lock := range []string{"single", "redlock", "etcd", "sentinel", "watchdog", "py-tooz"} {
+		for id, r := range battery(t, harness.Config{Lock: lock}) {
+			if r.what == "" || r.group == "" {
+				t.Errorf("%s row %s lacks words or group: %+v", lock, id, r)
+			}
+			if err := harness.CheckName(r.config(cardBase(harness.Config{Lock: lock})).Name); err != nil {
+				t.Errorf("%s row %s: %v", lock, id, err)
+			}
+			if r.remedies != "" && r.remedy == "" {
+				t.Errorf("%s row %s remedies %s but says no remedy", lock, id, r.remedies)
+			}
+		}
+	}
+}
+
+// Bad input to card is one line and exit 255.
+func TestCardBadInput(t *testing.T) {
+	bin := build(t)
+	for _, args := range [][]string{
+		{"card"},
+		{"card", "zookeeper"},
+		{"card", "single", "--client-cmd", "python3 x.py"},
+		{"card", "--client-cmd", "/no/such/program"},
+		{"card", "single", "--rows", "meteor"},
+		{"card", "single", "--seeds", "1,x"},
+		{"card", "single", "--nodes", "3"},
+	} {
+		out, err := exec.Command(bin, append(args, "--store", t.TempDir())...).CombinedOutput()
+		if code := exitCode(err); code != 255 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("%v: exit %d, want 255 with one line:\n%s", args, code, out)
+		}
+	}
+}
+
+// A tiny card on the single lock: the lock keeps its promise with no fault and breaks it under an
+// immediate restart; the card says so, exits 1, and --from re-judges the same runs.
+func TestTinyCard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	bin := build(t)
+	store := t.TempDir()
+	report := filepath.Join(t.TempDir(), "card.md")
+	args := []string{"card", "single", "--rows", "deadline,restart", "--seeds", "1", "--time-limit", "4s", "--store", store, "--report", report}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "UNSAFE under: restart") {
+		t.Fatalf("exit %d, want 1 and UNSAFE under: restart:\n%s", code, out)
+	}
+	md, err := os.ReadFile(report)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := t.TempDir()
-	write := func(name, cfg string) {
-		dir := filepath.Join(store, "etcd-none", name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
+	for _, want := range []string{"**UNSAFE under: restart**", "| deadline |", "kept its promise", "| restart |", "broke its promise", "card-single-restart/"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("card lacks %q:\n%s", want, md)
 		}
 	}
-	nem, _ := json.Marshal(s.Config.Nemesis)
-	write("20260101T000000.000Z", `{"lock":"etcd","nemesis":`+string(nem)+`,"seed":3,"etcd_server":"system"}`)
-	write("20260101T000001.000Z", `{"lock":"etcd","nemesis":`+string(nem)+`,"seed":3,"etcd_server":"current"}`)
-	write("20260101T000002.000Z", `{"lock":"etcd","nemesis":"restart","seed":3}`)
-	dir, _, err := storedRun(store, s, 3, "")
-	if err != nil || filepath.Base(dir) != "20260101T000001.000Z" {
-		t.Errorf("latest run of seed 3: %s, %v", dir, err)
+	if strings.Contains(string(md), store) {
+		t.Errorf("the report names a machine path (%s):\n%s", store, md)
 	}
-	if dir, _, err := storedRun(store, s, 3, "system"); err != nil || filepath.Base(dir) != "20260101T000000.000Z" {
-		t.Errorf("run on the system etcd: %s, %v", dir, err)
+	out, err = exec.Command(bin, append(args[:len(args)-2], "--from", store)...).CombinedOutput()
+	if code := exitCode(err); code != 1 {
+		t.Errorf("--from: exit %d, want 1:\n%s", code, out)
 	}
-	if _, _, err := storedRun(store, s, 4, ""); err == nil || !strings.Contains(err.Error(), "seed 4") {
-		t.Errorf("a seed never run: %v", err)
+	cards, _ := filepath.Glob(filepath.Join(store, "card-single", "*", "card.json"))
+	if len(cards) != 2 {
+		t.Fatalf("cards: %v", cards)
+	}
+	var card struct {
+		Headline string
+		Rows     []struct{ ID string }
+	}
+	b, _ := os.ReadFile(cards[1])
+	if json.Unmarshal(b, &card) != nil || card.Headline != "UNSAFE under: restart" || len(card.Rows) != 2 {
+		t.Errorf("card.json: %s", b)
 	}
 }

@@ -86,17 +86,11 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Lock, "lock", "redlock", fmt.Sprintf("lock under test: %v", locks.Names()))
-	f.Var(wordsValue{&cfg.ClientCmd}, "client-cmd", "the program of --lock client and its arguments, split at spaces (it speaks the client protocol: docs/protocol.md)")
-	f.StringSliceVar(&cfg.ClientCaps, "client-capabilities", nil, fmt.Sprintf("what the program of --lock client offers, comma-separated: %v", locks.ClientCapabilities))
+	lockFlags(f, &cfg)
 	f.StringVar(&cfg.Nemesis, "nemesis", "none", fmt.Sprintf("fault to inject: %v", nemesis.Names()))
 	f.StringVar(&cfg.Workload, "workload", "mutex", "what the clients do: mutex (acquire, hold, release) or counter (read-modify-write of a counter on a separate resource node)")
 	f.StringVar(&cfg.Guard, "guard", "", "how the counter's resource checks writes: none, fencing (needs --lock fenced) or check-and-set (default none)")
 	f.StringVar(&cfg.Name, "name", "", "name of the run in the store (default LOCK-NEMESIS)")
-	f.StringVar(&cfg.System, "system", "", fmt.Sprintf("system the lock runs on: %v (default the one the lock needs)", systems.Names()))
-	f.IntVar(&cfg.Nodes, "nodes", 0, "masters of redis-masters (default 5 for redlock, 1 for single and fenced; redlock takes an odd number of at least 3)")
-	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of the primary on redis-sentinel (--lock sentinel, sentinel-wait; default 2)")
-	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinels of redis-sentinel, quorum a majority of them (default 3)")
-	f.BoolVar(&cfg.AllowEvenNodes, "allow-even-nodes", false, "let redlock run on an even number of nodes")
 	f.StringVar(&cfg.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
 	f.IntVar(&cfg.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
 	f.IntVar(&cfg.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
@@ -119,8 +113,6 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringVar(&seedList, "seeds", "", "run once per seed of this comma-separated list (for example 1,2,3) and summarise the runs")
 	f.StringVar(&cfg.Store, "store", "store", "directory of the run store")
 	f.IntVar(&cfg.BasePort, "base-port", 0, "first port of the nodes (default: free ports)")
-	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
-	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
 	junit = junitFlag(cmd, "run")
 	f.StringVar(&cfg.Backend, "backend", "local", fmt.Sprintf("who runs the nodes: %v (docker: containers on a private bridge network; external: --endpoints someone else runs)", systems.Backends()))
 	f.StringVar(&cfg.DockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
@@ -128,8 +120,22 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f.StringSliceVar(&cfg.Endpoints, "endpoints", nil, "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)")
 	f.StringVar(&cfg.MasterName, "master-name", "", "with --backend external and a sentinel lock: the name the --endpoints (sentinels) monitor the primary under")
 	f.BoolVar(&dryRun, "dry-run", false, "print what the run would do (nodes, keys, the faults' schedule, the clean-up) and exit without starting anything")
-	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 	return cmd
+}
+
+// lockFlags adds the flags that say which lock runs on what: the program of --lock client and what
+// it offers, the system and its size, and the server programs. run and card share them.
+func lockFlags(f *pflag.FlagSet, cfg *harness.Config) {
+	f.Var(wordsValue{&cfg.ClientCmd}, "client-cmd", "the program of --lock client and its arguments, split at spaces (it speaks the client protocol: docs/protocol.md)")
+	f.StringSliceVar(&cfg.ClientCaps, "client-capabilities", nil, fmt.Sprintf("what the program of --lock client offers, comma-separated: %v", locks.ClientCapabilities))
+	f.StringVar(&cfg.System, "system", "", fmt.Sprintf("system the lock runs on: %v (default the one the lock needs)", systems.Names()))
+	f.IntVar(&cfg.Nodes, "nodes", 0, "masters of redis-masters (default 5 for redlock, 1 for single and fenced; redlock takes an odd number of at least 3)")
+	f.IntVar(&cfg.Replicas, "replicas", 0, "replicas of the primary on redis-sentinel (--lock sentinel, sentinel-wait; default 2)")
+	f.IntVar(&cfg.Sentinels, "sentinels", 0, "sentinels of redis-sentinel, quorum a majority of them (default 3)")
+	f.BoolVar(&cfg.AllowEvenNodes, "allow-even-nodes", false, "let redlock run on an even number of nodes")
+	f.StringVar(&cfg.RedisServer, "redis-server", "", "redis-server binary (default: from PATH)")
+	f.StringVar(&cfg.EtcdServer, "etcd-server", "", etcdServerUsage)
+	f.StringVar(&cfg.ClockShim, "clock-shim", "", "clock shim library for the clock nemesis (default: libclockshim.so beside lockpick, else built from source with cc)")
 }
 
 // etcdServerUsage describes --etcd-server.
