@@ -228,9 +228,11 @@ func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) 
 	for i := range holds {
 		holdOf[holds[i].Process] = append(holdOf[holds[i].Process], i)
 	}
+	// A process's holds start in time order (its events are, validate checks it): the search skips
+	// every hold that starts after t, so a long history costs n log n here, not n squared.
 	leaseAt := func(process int, key string, t int64) *hold {
 		hs := holdOf[process]
-		for j := len(hs) - 1; j >= 0; j-- {
+		for j := sort.Search(len(hs), func(j int) bool { return holds[hs[j]].Start > t }) - 1; j >= 0; j-- {
 			h := &holds[hs[j]]
 			if h.key == key && h.Start <= t {
 				return h

@@ -14,6 +14,7 @@ import (
 // Kleppmann's case end to end, short: a client paused past its TTL loses updates on an unguarded
 // resource, and a fencing resource rejects its write while the overrun still shows.
 func TestCounterClientPause(t *testing.T) {
+	t.Parallel()
 	base := Config{
 		Workload: "counter", Nemesis: "client-pause:interval=1s:duration=2s", Clients: 6, Keys: 1, Seed: 5,
 		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),

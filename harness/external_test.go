@@ -26,6 +26,7 @@ import (
 // was, a key named like lockpick's own default key included; its own keys (a fencing token's
 // counter outlives the run's leases) are gone.
 func TestExternalTouchesOnlyItsKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 1, Dir: t.TempDir(), NamePrefix: "x"})
 	if err != nil {
@@ -125,6 +126,7 @@ func TestExternalRefusals(t *testing.T) {
 // The same against an etcd lockpick did not start for the run: every other key keeps its value and
 // revisions, one named like lockpick's default key included.
 func TestExternalEtcdTouchesOnlyItsKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, err := systems.FindEtcd(ctx, systems.EtcdSystem, nil)
 	if err != nil {
@@ -164,6 +166,7 @@ func TestExternalEtcdTouchesOnlyItsKeys(t *testing.T) {
 // lockpick): the run finds the nodes through the sentinel, and leaves every key of the primary and
 // the replica, and the sentinel's view of the master, as they were.
 func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	bin, err := clusters.FindRedisServer("")
 	if err != nil {

@@ -56,6 +56,7 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 // right then: each cut in the history names the group of a process whose grant precedes it and
 // whose release does not.
 func TestPartitionAimsAtTheHoldersGroup(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "single", Nemesis: "partition:group=holder:duration=600ms:interval=1s", Clients: 6, ClientGroups: 3, Keys: 1, Seed: 2,
 		TTL: Duration(time.Second), TimeLimit: Duration(6 * time.Second), Recovery: Duration(time.Second),

@@ -13,6 +13,7 @@ import (
 // Redlock under a partition that cuts group c1 from a majority: safe, c1 gets no lock while cut,
 // and c2, which still sees every node, keeps getting locks.
 func TestRedlockClientMajorityPartition(t *testing.T) {
+	t.Parallel()
 	const clients = 6
 	out := run(t, Config{
 		Lock: "redlock", Nemesis: "partition:kind=client-majority:group=c1:duration=1500ms", Clients: clients, ClientGroups: 2,

@@ -46,6 +46,7 @@ func run(t *testing.T, cfg Config) *Outcome {
 // The restart is aimed at the node just after it granted a lease, and holds last long enough that
 // the holder still works when the node comes back empty: the violation is made, not hoped for.
 func TestSingleRestartIsInvalid(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "single", Nemesis: "restart:target=holder", Clients: 6, Keys: 1, Seed: 3,
 		HoldMax: Duration(800 * time.Millisecond),
@@ -69,6 +70,7 @@ func TestSingleRestartIsInvalid(t *testing.T) {
 }
 
 func TestRedlockWithoutFaultsIsValid(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "redlock", Nemesis: "none", Clients: 8, Keys: 2, Seed: 4, NodeTimeout: Duration(200 * time.Millisecond),
 		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),
@@ -84,6 +86,7 @@ func TestRedlockWithoutFaultsIsValid(t *testing.T) {
 // Nodes kept down longer than the TTL come back without breaking Redlock, and while a majority is
 // up the lock is still granted.
 func TestRedlockDelayedRestartIsValid(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "redlock", Nemesis: "restart-delayed", Clients: 8, Keys: 1, Seed: 5, NodeTimeout: Duration(100 * time.Millisecond),
 		TTL: Duration(500 * time.Millisecond), TimeLimit: Duration(10 * time.Second), Recovery: Duration(500 * time.Millisecond),
@@ -107,6 +110,7 @@ func TestRedlockDelayedRestartIsValid(t *testing.T) {
 // Redlock with a majority restarted at once without persistence: a second client gets a quorum of
 // empty nodes while the first still holds the lock.
 func TestRedlockRestartIsInvalid(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "redlock", Nemesis: "restart:target=holder-majority", Clients: 10, Keys: 1, Seed: 1, NodeTimeout: Duration(200 * time.Millisecond),
 		HoldMax: Duration(800 * time.Millisecond),
@@ -140,6 +144,7 @@ func TestRedlockRestartIsInvalid(t *testing.T) {
 // A forward jump larger than the TTL on the single node expires the holder's key at once: the next
 // client gets the lock while the first still holds it, and the cause names the measured jump.
 func TestSingleClockJumpForwardIsInvalid(t *testing.T) {
+	t.Parallel()
 	out := run(t, Config{
 		Lock: "single", Nemesis: "clock:jump=forward:duration=300ms", Clients: 6, Keys: 1, Seed: 1,
 		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),

@@ -19,6 +19,7 @@ import (
 // history's role change names as primary the node every sentinel answers to SENTINEL
 // get-master-addr-by-name, and the history with it validates.
 func TestRoleChangesAgreeWithTheSentinels(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cfg := Config{Lock: "sentinel", TTL: Duration(2 * time.Second), TimeLimit: Duration(10 * time.Second), Clients: 1, Keys: 1, Store: t.TempDir()}
 	if err := cfg.Resolve(); err != nil {

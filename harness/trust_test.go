@@ -83,6 +83,7 @@ func TestRelativeStoreRunRecordsTheRun(t *testing.T) {
 
 // An interrupt ends the run early; the run's completion says where, and so do the results.
 func TestInterruptedRunSaysHowMuchRan(t *testing.T) {
+	t.Parallel()
 	cfg := short()
 	cfg.Store, cfg.TimeLimit = t.TempDir(), Duration(60*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,6 +112,7 @@ func TestInterruptedRunSaysHowMuchRan(t *testing.T) {
 // A history that cannot be written stops the run at once: no verdict, the reason in the error, the
 // nodes stopped, and latest left where it was.
 func TestFailedHistoryWriteStopsTheRun(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full to fill")
 	}
@@ -140,6 +142,7 @@ func TestFailedHistoryWriteStopsTheRun(t *testing.T) {
 // --hold-max is honoured: holds reach it even past the lease's validity, and the checker reports the
 // work done past the deadline as overruns.
 func TestHoldMaxPastTheValidityOverruns(t *testing.T) {
+	t.Parallel()
 	cfg := short()
 	cfg.Store, cfg.Clients, cfg.HoldMax, cfg.TimeLimit = t.TempDir(), 2, Duration(2*time.Second), Duration(5*time.Second)
 	out, err := Run(context.Background(), cfg, nil)
@@ -186,6 +189,7 @@ func nodesUnder(root string) int {
 // --stop-at-first ends the fault phase at the first violation the live monitor sees; the whole
 // history is still checked, and the run's completion says the plan did not run whole.
 func TestStopAtFirstEndsTheFaultPhase(t *testing.T) {
+	t.Parallel()
 	cfg := baseConfig(t)
 	cfg.Lock, cfg.Clients, cfg.StopAtFirst = "mutant-single-release-del", 10, true
 	cfg.TimeLimit, cfg.Recovery = Duration(60*time.Second), Duration(time.Second)

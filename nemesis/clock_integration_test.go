@@ -142,7 +142,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Valid != checker.Invalid || !strings.Contains(res.Violations[0].Cause, "clock bump-forward") {
+	if res.Valid != checker.Invalid || len(res.Violations) == 0 || !strings.Contains(res.Violations[0].Cause, "clock bump-forward") {
 		var first int64 = -1
 		for _, e := range events {
 			if e.IsNemesis() && e.F == FBumpForward && first < 0 {

@@ -237,7 +237,9 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const timeout = 200 * time.Millisecond
+	// A reset must fail a request within half of this: 1 s, so that a loaded machine's slow wake-up is
+	// not taken for a hang.
+	const timeout = time.Second
 	client := func() *redis.Client {
 		return redis.NewClient(&redis.Options{Addr: l.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, DisableIdentity: true, Protocol: 2})
 	}

@@ -13,6 +13,7 @@ import (
 // Hand-made histories of each class, checked as a user would: `lockpick check FILE` and
 // `lockpick check DIR`, judged by exit code and output.
 func TestCheckHandMadeHistories(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	const (
 		run    = `{"index":0,"time":0,"type":"invoke","process":-2,"f":"run","plan":{"lock":"single","workload":"mutex","keys":["k"],"clients":2,"ttl":1000000000,"time_limit":8000000000,"recovery":2000000000,"seed":1}}`
@@ -95,6 +96,7 @@ func TestCheckHandMadeHistories(t *testing.T) {
 }
 
 func TestCheckRefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	for _, args := range [][]string{
 		{"check", filepath.Join(t.TempDir(), "nothing-here")},

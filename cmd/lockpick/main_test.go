@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,15 +17,44 @@ import (
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
-// build compiles lockpick once per test binary run.
+// binDir holds the lockpick that build compiles, shared by the package's tests; TestMain removes it.
+var binDir string
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lockpick-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles lockpick once per test binary run (a link takes seconds on a loaded machine; every
+// test runs the same program) and returns its path. Nothing the tests run writes beside it.
 func build(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lockpick")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		bin := filepath.Join(binDir, "lockpick")
+		out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
 }
 
 func exitCode(err error) int {
@@ -39,6 +70,7 @@ func exitCode(err error) int {
 
 // Bad input: one line that names the fix, exit 255, never a panic trace.
 func TestBadInputExits255WithOneLine(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cases := [][]string{
@@ -86,18 +118,20 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 
 // SIGINT in the middle of a run: no redis-server left, the history on disk, and check works on it.
 func TestInterruptLeavesNoNodesAndACheckableHistory(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cmd := exec.Command(bin, "run", "--lock", "redlock", "--nemesis", "restart", "--interval", "1s",
-		"--ttl", "1s", "--time-limit", "60s", "--seed", "9", "--store", store)
+		"--ttl", "1s", "--time-limit", "5m", "--seed", "9", "--store", store)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	// Let the run get going: nodes up and history being written.
-	deadline := time.Now().Add(20 * time.Second)
+	// Let the run get going: nodes up and history being written (on a loaded machine, starting five
+	// nodes and the clients takes a while: the wait ends as soon as the history grows).
+	deadline := time.Now().Add(2 * time.Minute)
 	var hist string
 	for time.Now().Before(deadline) {
 		matches, _ := filepath.Glob(filepath.Join(store, "*", "*", "history.jsonl"))
@@ -179,6 +213,7 @@ func nodesUnder(root string) int {
 
 // A scenario file runs end to end, and its exit code says whether the expectation was met.
 func TestRunScenarioFileAndMatrix(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	file := filepath.Join(t.TempDir(), "s.yaml")

@@ -50,6 +50,7 @@ func TestEachAtOnce(t *testing.T) {
 // `scenario --parallel 2` runs two files side by side; each report is printed whole, and the tally
 // names the one not met.
 func TestScenarioParallel(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	dir, store := t.TempDir(), t.TempDir()
 	var files []string

@@ -13,6 +13,7 @@ import (
 
 // Silent coercions are refused: one line that names the fix, exit 255, nothing run.
 func TestRefusalsNameTheFix(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	dir := t.TempDir()
@@ -73,6 +74,7 @@ func TestRefusalsNameTheFix(t *testing.T) {
 // What the README tells a newcomer to type, in a fresh directory: the default relative store, then
 // check store/latest.
 func TestFirstRunWithTheDefaultStore(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	work := t.TempDir()
 	cmd := exec.Command(bin, "run", "--lock", "single", "--nemesis", "restart", "--interval", "1s", "--ttl", "500ms", "--time-limit", "3s", "--recovery", "500ms", "--seed", "3")
@@ -91,6 +93,7 @@ func TestFirstRunWithTheDefaultStore(t *testing.T) {
 
 // SIGTERM (a cancelled CI job) with no violation never exits 0, and says how much of the plan ran.
 func TestTerminatedRunNeverPasses(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cmd := exec.Command(bin, "run", "--lock", "redlock", "--ttl", "1s", "--time-limit", "60s", "--seed", "9", "--store", store)
@@ -128,6 +131,7 @@ func TestTerminatedRunNeverPasses(t *testing.T) {
 
 // A scenario file without a seed runs with a random one and prints it, so the run can be repeated.
 func TestScenarioWithoutSeedPrintsIt(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	file := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(file, []byte("name: s\nwhy: test\nlock: single\nclients: 3\nttl: 500ms\ntime_limit: 1s\nrecovery: 200ms\nexpect: valid\n"), 0o644)

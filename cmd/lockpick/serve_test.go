@@ -19,6 +19,7 @@ import (
 
 // serve listens on loopback, shows the store, and stops cleanly on Ctrl-C.
 func TestServeUntilInterrupted(t *testing.T) {
+	t.Parallel()
 	bin := build(t)
 	store := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--store", store, "--addr", "127.0.0.1:0")
@@ -63,6 +64,7 @@ func TestServeUntilInterrupted(t *testing.T) {
 // A run with --junit writes one test case; a run that cannot start writes an error case and
 // still exits 255.
 func TestRunWritesJUnit(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("needs redis-server")
 	}
