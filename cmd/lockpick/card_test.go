@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,5 +186,12 @@ func TestTinyCard(t *testing.T) {
 	b, _ := os.ReadFile(cards[1])
 	if json.Unmarshal(b, &card) != nil || card.Headline != "UNSAFE under: restart" || len(card.Rows) != 2 {
 		t.Errorf("card.json: %s", b)
+	}
+}
+
+func TestCardErrorsNameRunsRelativeToTheStore(t *testing.T) {
+	err := fmt.Errorf("check /x/store/card-go-zero-node-pause/1: /x/store/card-go-zero-node-pause/1/history.jsonl: line 3: bad")
+	if got, want := relativeError("/x/store", err), "check card-go-zero-node-pause/1: card-go-zero-node-pause/1/history.jsonl: line 3: bad"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -216,7 +216,7 @@ func (c *cardRun) record(job cardJob, out *harness.Outcome, err error, took time
 	var r *results.CardRun
 	if err != nil {
 		c.crashed = true
-		r = &results.CardRun{Seed: job.seed, Error: err.Error(), Took: results.Duration(took)}
+		r = &results.CardRun{Seed: job.seed, Error: relativeError(c.store, err), Took: results.Duration(took)}
 	} else {
 		rel, _ := filepath.Rel(c.store, out.Dir)
 		r = results.NewCardRun(job.seed, rel, out.Result, took, out.StoppedEarly != "")
@@ -410,4 +410,10 @@ func rowLine(row *results.CardRow, v string) string {
 		return fmt.Sprintf("%s: %s at %s (seed %d; %d of %d seeds run broke it%s) %s", v, words, at, r.Seed, row.Broken(), len(row.Runs), left, r.Dir)
 	}
 	return fmt.Sprintf("%s, %d seeds", v, len(row.Runs))
+}
+
+// relativeError is err's text with the store's path taken out of the run directories it names: the
+// card names runs relative to its store, errors included, so a committed card holds no machine path.
+func relativeError(store string, err error) string {
+	return strings.ReplaceAll(err.Error(), store+string(filepath.Separator), "")
 }
