@@ -247,7 +247,21 @@ func (card *LibraryCard) Judge() {
 		card.Headline = "NOT JUDGED under: " + strings.Join(unjudged, ", ") + " (safe under every row judged)"
 	default:
 		card.Headline = "SAFE under every row"
+		if n := card.leftOut(); n > 0 {
+			card.Headline = fmt.Sprintf("SAFE under every row run (%d of the battery's rows left out by --rows)", n)
+		}
 	}
+}
+
+// leftOut counts the lock's rows that --rows left out of the card.
+func (card *LibraryCard) leftOut() int {
+	n := 0
+	for _, row := range card.Rows {
+		if row.Group == GroupLock && strings.HasPrefix(row.Skipped, "left out by --rows") {
+			n++
+		}
+	}
+	return n
 }
 
 // brokeWithoutFault is the plain lock row when it broke, empty otherwise.

@@ -84,6 +84,10 @@ step 0 etcd bin/lockpick run --lock etcd --time-limit 10s || true
 # One scenario target, as the README shows it.
 step 0 scenario make single-none "ARGS=--time-limit 5s" || true
 
+# The card of a client program, as the README shows it (one row, one seed, short): redis-py's
+# client keeps its promise on holds to the deadline, so the card exits 0.
+step 0 card bin/lockpick card --client-cmd "/usr/bin/python3 clients/python/redis_lock.py" --rows deadline --seeds 1 --time-limit 5s || true
+
 # The demo, short: restart without persistence INVALID, delayed restart valid.
 step 0 demo env TIME_LIMIT=15s make demo || true
 
@@ -92,4 +96,4 @@ if [ "$failed" -ne 0 ]; then
 	echo "newcomer: FAILED: a newcomer's first commands do not work (see the !!!!!!!! lines above)" >&2
 	exit 1
 fi
-echo "newcomer: ok: build, run, check, an etcd run, a scenario target and the demo work in a fresh clone with every default"
+echo "newcomer: ok: build, run, check, an etcd run, a scenario target, a card and the demo work in a fresh clone with every default"

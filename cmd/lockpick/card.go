@@ -134,7 +134,11 @@ func listRows(w io.Writer, base harness.Config, rows []cardRow) {
 	}
 }
 
-// onlyRows keeps the rows --rows names.
+// leftOut is why a row --rows did not name is on the card but did not run.
+const leftOut = "left out by --rows"
+
+// onlyRows runs only the rows --rows names; the others stay on the card as skipped (leftOut), so
+// that its headline never calls a narrowed card safe under every row.
 func onlyRows(rows []cardRow, only []string) ([]cardRow, error) {
 	if len(only) == 0 {
 		return rows, nil
@@ -148,10 +152,10 @@ func onlyRows(rows []cardRow, only []string) ([]cardRow, error) {
 			return nil, fmt.Errorf("--rows: no row %q on this lock's card: use some of %s", id, strings.Join(ids, ","))
 		}
 	}
-	var out []cardRow
-	for _, r := range rows {
-		if slices.Contains(only, r.id) {
-			out = append(out, r)
+	out := slices.Clone(rows)
+	for i := range out {
+		if !slices.Contains(only, out[i].id) && out[i].skip == "" {
+			out[i].skip = leftOut
 		}
 	}
 	return out, nil

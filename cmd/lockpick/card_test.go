@@ -181,10 +181,19 @@ func TestTinyCard(t *testing.T) {
 	}
 	var card struct {
 		Headline string
-		Rows     []struct{ ID string }
+		Rows     []struct{ ID, Skipped string }
 	}
 	b, _ := os.ReadFile(cards[1])
-	if json.Unmarshal(b, &card) != nil || card.Headline != "UNSAFE under: restart" || len(card.Rows) != 2 {
+	ran := 0
+	if json.Unmarshal(b, &card) == nil {
+		for _, r := range card.Rows {
+			if r.Skipped == "" {
+				ran++
+			}
+		}
+	}
+	// The rows --rows left out stay on the card, skipped, so that it never reads as the whole battery.
+	if card.Headline != "UNSAFE under: restart" || ran != 2 || len(card.Rows) <= 2 {
 		t.Errorf("card.json: %s", b)
 	}
 }
