@@ -437,7 +437,7 @@ func (c *Config) resolveHold() error {
 	}
 	switch {
 	case kind.WholeSeconds && (time.Duration(c.TTL) < time.Second || time.Duration(c.TTL)%time.Second != 0):
-		return fmt.Errorf("--ttl %v: --lock %s takes its TTL in whole seconds (go-zero's SetExpire): use --ttl 1s, 2s, ...", time.Duration(c.TTL), c.Lock)
+		return fmt.Errorf("--ttl %v: --lock %s takes its TTL in whole seconds: use --ttl 2s, 3s, ...", time.Duration(c.TTL), c.Lock)
 	case c.Extend && kind.NoExtend && c.Lock == locks.ClientLock:
 		return fmt.Errorf("--extend: --lock client cannot renew a lease on request unless its program offers extend: add --client-capabilities extend (and answer extend requests), or drop --extend")
 	case c.Extend && kind.NoExtend && kind.Program:

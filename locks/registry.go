@@ -37,8 +37,8 @@ type Kind struct {
 	// from the binary's build info, name the library a run tested: LibraryOf); empty for the
 	// built-in locks. A library promises its own validity, not the Redlock spec's drift allowance.
 	Library string
-	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire); another TTL is
-	// refused at configuration time.
+	// WholeSeconds: the lock takes its TTL in whole seconds (go-zero's SetExpire, malkusch/lock's
+	// timeout); another TTL is refused at configuration time.
 	WholeSeconds bool
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
@@ -63,7 +63,7 @@ func kinds() []Kind {
 		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
-		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, Build: shipped("php", "php/malkusch.php")},
+		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Build: shipped("php", "php/malkusch.php")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).
