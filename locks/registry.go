@@ -63,7 +63,7 @@ func kinds() []Kind {
 		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
-		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Build: shipped("php", "php/malkusch.php")},
+		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Probe: malkuschProbe, Build: shipped("php", "php/malkusch.php")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).
@@ -152,4 +152,16 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// malkuschProbe reads malkusch/lock's keys: the library stores a lease of KEY under lock_KEY.
+// Without it the probe, and so every nemesis aimed by lock state (holder targets, a quiet clock
+// reset), would see no lease of this lock at all.
+func malkuschProbe(nodes []Node) (ProbeCloser, error) {
+	p, err := newKeyProbe(nodes)
+	if err != nil {
+		return nil, err
+	}
+	p.keyName = func(k string) string { return "lock_" + k }
+	return p, nil
 }

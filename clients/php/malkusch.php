@@ -19,6 +19,10 @@ function send(array $m): void { fwrite(STDOUT, json_encode($m) . "\n"); fflush(S
 
 $acquired = new ReflectionProperty(\malkusch\lock\mutex\SpinlockMutex::class, 'acquired');
 $acquired->setAccessible(true);
+// The token the library stores as the keys' value (lock_KEY on each node): the lease's value, so
+// that lockpick's probe, which reads those keys, finds the lease it was told of.
+$token = new ReflectionProperty(\malkusch\lock\mutex\RedisMutex::class, 'token');
+$token->setAccessible(true);
 $redis = [];
 $nodes = [];
 $to = 0.5;
@@ -64,7 +68,7 @@ while (($line = fgets(STDIN)) !== false) {
             // The library measures its promise from the start of the attempt that won, which it
             // keeps in a private field: read it (reading changes nothing the library does).
             $started = $acquired->getValue($mutex);
-            $value = bin2hex(random_bytes(8));
+            $value = $token->getValue($mutex);
             $held[$m['key'] . ' ' . $value] = $fiber;
             // The promise ends timeout s after the winning attempt began: counted from the receipt.
             $validity = ($started + $timeout - $received) * 1000;
