@@ -62,7 +62,7 @@ func kinds() []Kind {
 		{Name: "etcd", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
 		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
-		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/tooz_lock.py")},
+		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Probe: toozProbe, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Probe: malkuschProbe, Build: shipped("php", "php/malkusch.php")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
@@ -154,14 +154,27 @@ func Names() []string {
 	return names
 }
 
-// malkuschProbe reads malkusch/lock's keys: the library stores a lease of KEY under lock_KEY.
-// Without it the probe, and so every nemesis aimed by lock state (holder targets, a quiet clock
-// reset), would see no lease of this lock at all.
+// Probes of libraries that store a lease of KEY under a name of their own. Without them the probe,
+// and so every nemesis aimed by lock state (holder targets, a quiet clock reset), would see no
+// lease of these locks at all.
+
+// malkuschProbe: malkusch/lock keeps KEY as lock_KEY.
 func malkuschProbe(nodes []Node) (ProbeCloser, error) {
+	return renamedKeyProbe(nodes, func(k string) string { return "lock_" + k })
+}
+
+// toozProbe: tooz names its lock "%s_%s_lock" % (namespace, str(name)) with both in bytes, so
+// Python 3 formats their reprs: b'_tooz'_b'KEY'_lock.
+func toozProbe(nodes []Node) (ProbeCloser, error) {
+	return renamedKeyProbe(nodes, func(k string) string { return "b'_tooz'_b'" + k + "'_lock" })
+}
+
+// renamedKeyProbe is the key probe of a lock that stores a lease of KEY under name(KEY).
+func renamedKeyProbe(nodes []Node, name func(string) string) (ProbeCloser, error) {
 	p, err := newKeyProbe(nodes)
 	if err != nil {
 		return nil, err
 	}
-	p.keyName = func(k string) string { return "lock_" + k }
+	p.keyName = name
 	return p, nil
 }
