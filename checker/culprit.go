@@ -528,13 +528,7 @@ func (c *culprits) promise(first, second *hold, sh *shared) string {
 func (r *Result) summarizeCulprits(b *strings.Builder, show int) {
 	if r.CulpritCount > 0 {
 		fmt.Fprintf(b, "culprits: %d operations that acted, or may have acted, on another client's lease (warnings: none makes the verdict invalid by itself; they name the cause of violations no fault explains):\n", r.CulpritCount)
-		for i, u := range r.Culprits {
-			if i == show {
-				fmt.Fprintf(b, "  ... and %d more\n", r.CulpritCount-show)
-				break
-			}
-			fmt.Fprintf(b, "  %s: %s\n", u.Kind, u.Description)
-		}
+		listLines(b, len(r.Culprits), r.CulpritCount, show, func(i int) string { return r.Culprits[i].Kind + ": " + r.Culprits[i].Description })
 	}
 	if r.LateReleaseCount > 0 {
 		fmt.Fprintf(b, "releases accepted after their lease had ended: %d (%d while another client held the key); a correct lock's release of its own key may succeed a little after the deadline it promised, which is why this alone is no finding\n", r.LateReleaseCount, r.lateWhileHeld)

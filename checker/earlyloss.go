@@ -94,22 +94,22 @@ func (r *Result) leaseFindings(p *parsed, limit int) {
 func (r *Result) summarizeLeaseFindings(b *strings.Builder, show int) {
 	if r.EarlyLossCount > 0 {
 		fmt.Fprintf(b, "early lease losses: %d releases or extends refused as \"lease no longer held\" before the promised deadline:\n", r.EarlyLossCount)
-		for i, l := range r.EarlyLosses {
-			if i == show {
-				fmt.Fprintf(b, "  ... and %d more\n", r.EarlyLossCount-show)
-				break
-			}
-			fmt.Fprintf(b, "  %s\n", l.Description)
-		}
+		listLines(b, len(r.EarlyLosses), r.EarlyLossCount, show, func(i int) string { return r.EarlyLosses[i].Description })
 	}
 	if r.LateExtendCount > 0 {
 		fmt.Fprintf(b, "late extends and renewals: %d renewals (an extend's ok, or the lock's own renewed news) came after the lease had already ended (each a grant of its own from then on, a violation only where it overlapped another hold):\n", r.LateExtendCount)
-		for i, l := range r.LateExtends {
-			if i == show {
-				fmt.Fprintf(b, "  ... and %d more\n", r.LateExtendCount-show)
-				break
-			}
-			fmt.Fprintf(b, "  %s\n", l.Description)
+		listLines(b, len(r.LateExtends), r.LateExtendCount, show, func(i int) string { return r.LateExtends[i].Description })
+	}
+}
+
+// listLines writes the first show of n listed findings, one indented line each, and says how many
+// of all more there are.
+func listLines(b *strings.Builder, n, all, show int, line func(int) string) {
+	for i := range n {
+		if i == show {
+			fmt.Fprintf(b, "  ... and %d more\n", all-show)
+			return
 		}
+		fmt.Fprintf(b, "  %s\n", line(i))
 	}
 }
