@@ -308,7 +308,11 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	stopRoles := sys.recordRoles(rec, log)
 	var cutAt atomic.Int64
 	cutAt.Store(-1)
-	unwatch := context.AfterFunc(runCtx, func() { cutAt.Store(int64(time.Since(start))) })
+	cutTaken := make(chan struct{})
+	unwatch := context.AfterFunc(runCtx, func() {
+		cutAt.Store(int64(time.Since(start)))
+		close(cutTaken)
+	})
 
 	faultCtx, cancelFaults := context.WithDeadline(runCtx, start.Add(time.Duration(cfg.TimeLimit)))
 	defer cancelFaults()
@@ -333,7 +337,11 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	stopProgress := st.show(progress, start, total, time.Duration(cfg.NodeTimeout))
 	wg.Wait()
 	stopProgress()
-	unwatch()
+	if !unwatch() {
+		// The interrupt's callback runs in a goroutine of its own: wait for it, or a run cut short
+		// could read no cut and say it ran whole.
+		<-cutTaken
+	}
 	if sys.resNode != nil {
 		// The final value of every counter goes into the history, so the check needs nothing else.
 		recordFinal(ctx, rec, sys.resNode, cfg.KeyNames())
