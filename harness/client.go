@@ -19,7 +19,7 @@ import (
 // directory, a bare name on PATH) and stored with an absolute path, so that the stored config
 // reruns from anywhere.
 func (c *Config) resolveClient() error {
-	if c.Lock != locks.ClientLock {
+	if k, err := locks.Lookup(c.Lock); err != nil || !k.User {
 		if len(c.ClientCmd) > 0 || len(c.ClientCaps) > 0 {
 			return fmt.Errorf("--client-cmd and --client-capabilities belong to --lock client, not --lock %s: drop them", c.Lock)
 		}
@@ -52,7 +52,7 @@ func (c *Config) resolveClient() error {
 // kind is the lock's kind, with the capabilities the user declared for --lock client.
 func (c *Config) kind() (locks.Kind, error) {
 	k, err := locks.Lookup(c.Lock)
-	if err != nil || c.Lock != locks.ClientLock {
+	if err != nil || !k.User {
 		return k, err
 	}
 	return locks.WithCapabilities(k, c.ClientCaps), nil

@@ -161,11 +161,6 @@ func (c *Config) Resolve() error {
 		return fmt.Errorf("--nemesis: %w", err)
 	}
 	c.Nemesis = nemesis.JoinSpecs(specs)
-	for _, s := range specs {
-		if s.Name == "client-crash" && s.Params["point"] == string(locks.CrashAfterSetNX) && c.Lock != "setnx-del" {
-			return fmt.Errorf("--nemesis client-crash:point=after-setnx: only --lock setnx-del has a step between SETNX and EXPIRE; use point=holding")
-		}
-	}
 	if err := c.resolveWorkload(specs); err != nil {
 		return err
 	}
@@ -293,7 +288,7 @@ func DefaultThinkMax(clients, keys int, ttl time.Duration) time.Duration {
 // resolveSystem sets the system the lock needs and checks its size: the flags of one system are
 // refused on another, never ignored.
 func (c *Config) resolveSystem() error {
-	needs, err := locks.NeedsOf(c.Lock)
+	needs, err := locks.Lookup(c.Lock)
 	if err != nil {
 		return fmt.Errorf("--lock: %w", err)
 	}
@@ -303,7 +298,7 @@ func (c *Config) resolveSystem() error {
 	if err := systems.Validate(c.System); err != nil {
 		return fmt.Errorf("--system: %w", err)
 	}
-	if c.Lock == locks.ClientLock && c.System != needs.System {
+	if needs.User && c.System != needs.System {
 		needs.System, needs.Nodes = c.System, 0 // a user's program runs on the system the user names
 	}
 	if c.System != needs.System {
@@ -382,8 +377,11 @@ func (c *Config) layout() []systems.Node {
 // resolveNodes checks the node count of redis-masters against the lock: single and fenced use one
 // node, Redlock a majority of an odd count (def is the lock's default).
 func (c *Config) resolveNodes(def int) error {
-	one := def == 1 && c.Lock != locks.ClientLock
-	base := locks.Base(c.Lock) // a self-test mutant takes the nodes of the lock it breaks
+	kind, err := locks.Lookup(c.Lock) // a self-test mutant takes the rules of the lock it breaks
+	if err != nil {
+		return fmt.Errorf("--lock: %w", err)
+	}
+	one := def == 1 && !kind.User
 	if c.Nodes < 0 {
 		return fmt.Errorf("--nodes must be at least 1, got %d", c.Nodes)
 	}
@@ -395,15 +393,15 @@ func (c *Config) resolveNodes(def int) error {
 		return fmt.Errorf("--nodes must lie between 1 and 99, got %d", c.Nodes)
 	case one && c.Nodes != 1:
 		return fmt.Errorf("--lock %s uses one node, got --nodes %d: drop --nodes (or use --lock redlock for several nodes)", c.Lock, c.Nodes)
-	case base != "redlock":
+	case !kind.Majority:
 	case c.Nodes == 1:
-		return fmt.Errorf("--lock redlock needs at least 3 nodes, got --nodes 1: use --nodes 3 or 5 (Redlock over one node is --lock single)")
+		return fmt.Errorf("--lock %s needs at least 3 nodes, got --nodes 1: use --nodes 3 or 5 (a majority of one node is --lock single)", c.Lock)
 	case c.Nodes%2 == 0 && !c.AllowEvenNodes:
 		use := fmt.Sprintf("--nodes %d or %d", c.Nodes-1, c.Nodes+1)
 		if c.Nodes == 2 {
 			use = "--nodes 3"
 		}
-		return fmt.Errorf("--lock redlock takes an odd number of nodes, got --nodes %d: use %s (an even count survives no more failures than one node fewer), or add --allow-even-nodes", c.Nodes, use)
+		return fmt.Errorf("--lock %s takes an odd number of nodes, got --nodes %d: use %s (an even count survives no more failures than one node fewer), or add --allow-even-nodes", c.Lock, c.Nodes, use)
 	}
 	return nil
 }
@@ -438,7 +436,7 @@ func (c *Config) resolveHold() error {
 	switch {
 	case kind.WholeSeconds && (time.Duration(c.TTL) < time.Second || time.Duration(c.TTL)%time.Second != 0):
 		return fmt.Errorf("--ttl %v: --lock %s takes its TTL in whole seconds: use --ttl 2s, 3s, ...", time.Duration(c.TTL), c.Lock)
-	case c.Extend && kind.NoExtend && c.Lock == locks.ClientLock:
+	case c.Extend && kind.NoExtend && kind.User:
 		return fmt.Errorf("--extend: --lock client cannot renew a lease on request unless its program offers extend: add --client-capabilities extend (and answer extend requests), or drop --extend")
 	case c.Extend && kind.NoExtend && kind.Program:
 		return fmt.Errorf("--extend: --lock %s cannot renew a lease on request (its library offers no renewal the client can ask for): drop --extend", c.Lock)
@@ -576,6 +574,9 @@ func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	}
 	e.TTL, e.Interval, e.NodeTimeout = time.Duration(c.TTL), time.Duration(c.Interval), time.Duration(c.NodeTimeout)
 	e.RestartDelay = time.Duration(c.RestartDelay)
+	if k, err := locks.Lookup(c.Lock); err == nil {
+		e.CrashPoints = k.CrashPoints
+	}
 	e.NetFaults = c.Backend == systems.BackendDocker
 	e.PeerNet = c.Backend == systems.BackendDocker
 	// Either Engine's docker backend slows the paths between servers: the local one with a reader

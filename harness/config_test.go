@@ -65,7 +65,7 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"careful on a watchdog lock", func(c *Config) { c.Lock, c.Careful = "r2m", true }, "promises no deadline to check"},
 		{"watchdog timeout on single", func(c *Config) { c.WatchdogTimeout = Duration(time.Second) }, "--watchdog-timeout applies to watchdog locks"},
 		{"negative watchdog timeout", func(c *Config) { c.Lock, c.WatchdogTimeout = "watchdog", Duration(-time.Second) }, "--watchdog-timeout must not be negative"},
-		{"crash point of another lock", func(c *Config) { c.Nemesis = "client-crash:point=after-setnx" }, "only --lock setnx-del"},
+		{"crash point of another lock", func(c *Config) { c.Nemesis = "client-crash:point=after-setnx" }, "no such step"},
 		{"unknown crash point", func(c *Config) { c.Nemesis = "client-crash:point=sideways" }, "point=sideways"},
 		{"name escaping the store", func(c *Config) { c.Name = "../x" }, "--name \"../x\" is not a plain name"},
 		{"name with a slash", func(c *Config) { c.Name = "a/b" }, "is not a plain name"},

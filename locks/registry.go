@@ -43,13 +43,25 @@ type Kind struct {
 	// Probe builds the lease probe the nemesis aims with; nil means the Redis key probe (a lease is
 	// one key holding its value on every data node).
 	Probe func(nodes []Node) (ProbeCloser, error)
+	// Majority: the lock grants on a majority of independent masters (Redlock), so it needs an odd
+	// number of at least three of them.
+	Majority bool
+	// User: the user's own program (--client-cmd): it runs on any system and number of nodes, with
+	// the capabilities the user declares.
+	User bool
+	// CrashPoints are the steps inside an acquire where client-crash may kill a process, besides
+	// holding a lease (setnx-del's gap between SETNX and EXPIRE).
+	CrashPoints []CrashPoint
 }
+
+// HasCrashPoint reports whether a client of the lock reaches point inside its acquire.
+func (k Kind) HasCrashPoint(point CrashPoint) bool { return slices.Contains(k.CrashPoints, point) }
 
 // kinds lists the built-in locks. Mutants are found by Lookup but are not listed here.
 func kinds() []Kind {
 	return []Kind{
 		{Name: "single", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newSingle(n[0], o), nil }},
-		{Name: "redlock", System: "redis-masters", Nodes: 5, Build: func(n []Endpoint, o Options) (Locker, error) { return newRedlock(n, o), nil }},
+		{Name: "redlock", System: "redis-masters", Nodes: 5, Majority: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newRedlock(n, o), nil }},
 		{Name: "fenced", System: "redis-masters", Nodes: 1, Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newFenced(n[0], o), nil }},
 		{Name: "sentinel", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, false) }},
 		{Name: "sentinel-fenced", System: "redis-sentinel", Tokens: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, false, true) }},
@@ -58,13 +70,13 @@ func kinds() []Kind {
 		{Name: "watchdog-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, false) }},
 		{Name: "r2m-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
 		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
-		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
+		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, CrashPoints: []CrashPoint{CrashAfterSetNX}, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "etcd", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
 		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Probe: toozProbe, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Probe: malkuschProbe, Build: shipped("php", "php/malkusch.php")},
-		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
+		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).
 		{Name: "redsync", Library: modRedsync, System: "redis-masters", Nodes: 5, Build: newRedsync},
@@ -138,6 +150,7 @@ func Lookup(name string) (Kind, error) {
 			return Kind{}, err
 		}
 		base.Name = name
+		base.CrashPoints = nil // a mutant's acquire is its own, without the base's inner steps
 		base.Build = func(n []Endpoint, o Options) (Locker, error) { return m.build(n, o), nil }
 		return base, nil
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,12 +50,23 @@ type ClientCrash struct {
 func buildClientCrash(env Env, p *Params) (Nemesis, error) {
 	c := &ClientCrash{Clients: env.Crashes}
 	c.Point = p.Choice("point", "holding", crashPoints...)
+	if c.Point != "holding" && c.Point != "any" && !slices.Contains(env.CrashPoints, c.Point) {
+		return nil, fmt.Errorf("point=%s: this lock's acquire has no such step, so no client would ever crash there (%s): use point=holding", c.Point, innerSteps(env.CrashPoints))
+	}
 	c.Interval = p.Duration("interval", env.Interval)
 	c.Wait = p.Duration("wait", max(env.Interval/2, env.TTL))
 	if c.Interval <= 0 || c.Wait <= 0 {
 		return nil, fmt.Errorf("interval and wait must be positive (for example interval=3s)")
 	}
 	return c, nil
+}
+
+// innerSteps says which steps inside its acquire a lock has, for a refusal.
+func innerSteps(points []string) string {
+	if len(points) == 0 {
+		return "its clients can only be crashed while holding"
+	}
+	return "its steps: " + strings.Join(points, ", ")
 }
 
 // Name implements Nemesis.

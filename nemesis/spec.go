@@ -288,6 +288,9 @@ type Env struct {
 	// the configuration is checked before the run.
 	Crashes      ClientCrasher
 	ClientClocks ClientClocks
+	// CrashPoints are the steps inside the lock's acquire that its clients reach (setnx-del's gap
+	// between SETNX and EXPIRE); a crash aimed at another step would never happen.
+	CrashPoints []string
 
 	TTL         time.Duration
 	Interval    time.Duration
