@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/containers"
+	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/systems"
 )
 
@@ -25,19 +26,10 @@ func (c *Config) resolveBackend() error {
 			return fmt.Errorf("--backend: %w", err)
 		}
 	}
-	for _, s := range c.Specs() {
-		// netcut, and every cut of a path between servers, is iptables in the
-		// containers' namespaces.
-		peers := s.Name == "failover" || s.Params["paths"] == "peers"
-		if (s.Name == "netcut" || peers) && c.Backend == systems.BackendDocker {
-			missing := systems.NetToolsMissing
-			if !containers.IsLocalHost(c.DockerHost) {
-				missing = systems.RemoteNetToolsMissing
-			}
-			if err := missing(); err != nil {
-				return fmt.Errorf("--nemesis: %w", err)
-			}
-		}
+	// Faults are checked against what the system on this backend can do, before anything starts.
+	c.offer = nemesis.Offered(c.System, c.Backend, c.DockerHost)
+	if err := c.offer.Check(c.faults); err != nil {
+		return err
 	}
 	if c.Backend == systems.BackendExternal {
 		return c.resolveExternal()
@@ -82,14 +74,8 @@ func openBackend(ctx context.Context, cfg Config) (*containers.Engine, string, e
 	return eng, note, nil
 }
 
-// nodeSide are the nemeses that act on the servers themselves, which the external backend refuses.
-var nodeSide = map[string]string{
-	"restart": "kills and restarts", "restart-delayed": "kills and restarts", "pause": "pauses",
-	"clock": "moves the clock of", "failover": "kills", "netcut": "cuts the network of",
-}
-
 // resolveExternal checks a run against servers someone else runs: the endpoints make the nodes,
-// only client-side faults apply, nothing that configures a server may be given, and the keys get a
+// only client-side faults apply (resolveBackend checked them), nothing that configures a server may be given, and the keys get a
 // prefix of their own so that the run deletes only what it wrote.
 func (c *Config) resolveExternal() error {
 	if err := systems.CheckEndpoints(c.Endpoints); err != nil {
@@ -115,14 +101,6 @@ func (c *Config) resolveExternal() error {
 		return fmt.Errorf("--master-name names the primary external sentinels monitor, and --lock %s uses no sentinel: drop it", c.Lock)
 	} else if c.Nodes != len(c.Endpoints) {
 		return fmt.Errorf("--nodes %d and %d --endpoints: with --backend external every endpoint is a node: drop --nodes", c.Nodes, len(c.Endpoints))
-	}
-	for _, s := range c.Specs() {
-		if what, ok := nodeSide[s.Name]; ok {
-			return fmt.Errorf("--nemesis %s %s a server, and --backend external servers are someone else's: use client-side faults (partition, latency, client-pause, client-crash, client-clock)", s.Name, what)
-		}
-		if s.Params["paths"] == "peers" {
-			return fmt.Errorf("--nemesis %s: paths=peers cuts the paths between servers, which lockpick does not run with --backend external: drop paths=peers", s.Name)
-		}
 	}
 	if c.KeyPrefix == "" {
 		// Unique per run: time and a random part, so two runs never share a key.

@@ -62,12 +62,13 @@ func (c *Config) kind() (locks.Kind, error) {
 // and a client-clock nemesis moves their clocks.
 func (c *Config) clientShim(ctx context.Context) (string, error) {
 	k, err := c.kind()
-	if err != nil || !k.Program || !slices.ContainsFunc(c.Specs(), func(s nemesis.Spec) bool { return s.Name == "client-clock" }) {
+	f, moves := c.faultNeeding(nemesis.ClientClockShifts)
+	if err != nil || !k.Program || !moves {
 		return "", err
 	}
 	shim, err := clusters.FindClockShim(ctx, c.ClockShim, "")
 	if err != nil {
-		return "", fmt.Errorf("--nemesis client-clock: %w", err)
+		return "", fmt.Errorf("--nemesis %s: %w", f.Name(), err)
 	}
 	return shim, nil
 }

@@ -143,6 +143,11 @@ type Config struct {
 	// Revision is the git revision lockpick was built from; Command is how it was invoked.
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
+
+	// faults are Nemesis parsed, and offer what the system on its backend can do for them: both
+	// set by Resolve, which everything after it takes.
+	faults []nemesis.Fault
+	offer  nemesis.Offer
 }
 
 // Resolve fills in defaults and checks the configuration. Its errors name the flag and the fix.
@@ -156,12 +161,12 @@ func (c *Config) Resolve() error {
 	if c.Nemesis == "" {
 		c.Nemesis = "none"
 	}
-	specs, err := nemesis.ParseSpecs(c.Nemesis)
+	faults, err := nemesis.ParseFaults(c.Nemesis)
 	if err != nil {
 		return fmt.Errorf("--nemesis: %w", err)
 	}
-	c.Nemesis = nemesis.JoinSpecs(specs)
-	if err := c.resolveWorkload(specs); err != nil {
+	c.faults, c.Nemesis = faults, nemesis.JoinFaults(faults)
+	if err := c.resolveWorkload(); err != nil {
 		return err
 	}
 	if c.Persistence == "" {
@@ -245,8 +250,8 @@ func (c *Config) Resolve() error {
 	}
 	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
 	// run before any node starts.
-	for _, spec := range specs {
-		if _, err := nemesis.Build(spec, c.nemesisEnv(nil)); err != nil {
+	for _, f := range c.faults {
+		if _, err := f.Build(c.nemesisEnv(nil)); err != nil {
 			return fmt.Errorf("--nemesis: %w", err)
 		}
 	}
@@ -322,9 +327,6 @@ func (c *Config) resolveSystem() error {
 		}
 		if c.Nodes == 0 {
 			c.Nodes = 3
-		}
-		if c.NeedsClocks() {
-			return fmt.Errorf("--nemesis clock moves a node's clock with an LD_PRELOAD shim on libc, and etcd members are Go programs that read the time without libc: drop clock (the other nemeses, client-pause included, apply to etcd)")
 		}
 		return nil
 	case "redis-sentinel":
@@ -515,19 +517,24 @@ func nameChar(r rune) bool {
 
 // NeedsClocks reports whether some nemesis moves node clocks, so the nodes need the clock shim.
 func (c *Config) NeedsClocks() bool {
-	return slices.ContainsFunc(c.Specs(), nemesis.NeedsClocks)
+	_, ok := c.faultNeeding(nemesis.NodeClocks)
+	return ok
 }
 
 // NeedsLinks reports whether some nemesis puts faults on links; without one, the clients of a
 // redis-masters run reach the nodes directly and pay for no proxy.
 func (c *Config) NeedsLinks() bool {
-	return slices.ContainsFunc(c.Specs(), nemesis.TouchesLinks)
+	_, ok := c.faultNeeding(nemesis.Links)
+	return ok
 }
 
-// Specs returns the nemeses of a resolved configuration.
-func (c *Config) Specs() []nemesis.Spec {
-	specs, _ := nemesis.ParseSpecs(c.Nemesis)
-	return specs
+// faultNeeding is the first of the run's faults that needs capability need.
+func (c *Config) faultNeeding(need nemesis.Capability) (nemesis.Fault, bool) {
+	i := slices.IndexFunc(c.faults, func(f nemesis.Fault) bool { return f.Needs().Has(need) })
+	if i < 0 {
+		return nemesis.Fault{}, false
+	}
+	return c.faults[i], true
 }
 
 // NodeNames are the names of the nodes that store the lock's data (not the sentinels): the nodes
@@ -577,19 +584,14 @@ func (c *Config) nemesisEnv(env *nemesis.Env) nemesis.Env {
 	if k, err := locks.Lookup(c.Lock); err == nil {
 		e.CrashPoints = k.CrashPoints
 	}
-	e.NetFaults = c.Backend == systems.BackendDocker
-	e.PeerNet = c.Backend == systems.BackendDocker
-	// Either Engine's docker backend slows the paths between servers: the local one with a reader
-	// in this process, a remote one with lockpick's binary run in the caller's holder.
-	e.PeerLatency = e.PeerNet
 	return e
 }
 
 // Workloads lists the workloads a run can drive.
 func Workloads() []string { return []string{"mutex", "counter"} }
 
-// resolveWorkload checks the workload, its guard, and the nemeses that need the counter workload.
-func (c *Config) resolveWorkload(specs []nemesis.Spec) error {
+// resolveWorkload checks the workload and its guard.
+func (c *Config) resolveWorkload() error {
 	if c.Workload == "" {
 		c.Workload = "mutex"
 	}

@@ -63,13 +63,14 @@ func DryRun(cfg Config) (string, error) {
 		p("  (the key prefix is drawn anew for each run)")
 	}
 	p("time: %v of faults, then %v of recovery", time.Duration(cfg.TimeLimit), time.Duration(cfg.Recovery))
-	for _, spec := range cfg.Specs() {
-		n, err := nemesis.Build(spec, cfg.nemesisEnv(nil))
+	for _, f := range cfg.faults {
+		n, err := f.Build(cfg.nemesisEnv(nil))
 		if err != nil {
 			return "", &StartError{fmt.Errorf("--nemesis: %w", err)}
 		}
-		plan := n.Plan(nemesis.Seed(cfg.Seed, spec.Name), time.Duration(cfg.TimeLimit))
-		p("nemesis %s: %d operations, then a final heal", spec, len(plan))
+		plan := n.Plan(nemesis.Seed(cfg.Seed, f.Name()), time.Duration(cfg.TimeLimit))
+		p("nemesis %s: %d operations, then a final heal", f, len(plan))
+		p("  it %s; it needs %s, which backend %s offers on %s", f.Kind.Does, f.Needs(), cfg.Backend, cfg.System)
 		for _, op := range plan {
 			nodes := strings.Join(op.Nodes, " ")
 			if nodes == "" {

@@ -172,11 +172,12 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 		}
 		cfg.Etcd = &srv
 	}
-	if !cfg.NeedsClocks() {
+	f, moves := cfg.faultNeeding(nemesis.NodeClocks)
+	if !moves {
 		return "", nil
 	}
 	if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
-		return "", fmt.Errorf("--nemesis clock: %w", err)
+		return "", fmt.Errorf("--nemesis %s: %w", f.Name(), err)
 	}
 	return shim, nil
 }
@@ -209,14 +210,14 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	}
 	var nems []nemesis.Nemesis
 	var schedule []Schedule
-	for _, spec := range cfg.Specs() {
-		n, err := nemesis.Build(spec, env)
+	for _, f := range cfg.faults {
+		n, err := f.Build(env)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--nemesis: %w", err)
 		}
-		plan := n.Plan(nemesis.Seed(cfg.Seed, spec.Name), time.Duration(cfg.TimeLimit))
+		plan := n.Plan(nemesis.Seed(cfg.Seed, f.Name()), time.Duration(cfg.TimeLimit))
 		nems = append(nems, n)
-		schedule = append(schedule, Schedule{Nemesis: spec.String(), Ops: plan})
+		schedule = append(schedule, Schedule{Nemesis: f.String(), Ops: plan})
 	}
 	return nems, schedule, nil
 }
@@ -393,8 +394,8 @@ func (c *Config) plan() *history.Plan {
 		TTL: int64(c.TTL), TimeLimit: int64(c.TimeLimit), Recovery: int64(c.Recovery), Seed: c.Seed,
 		Expiry: int64(c.Expiry()),
 	}
-	for _, s := range c.Specs() {
-		p.Nemeses = append(p.Nemeses, s.String())
+	for _, f := range c.faults {
+		p.Nemeses = append(p.Nemeses, f.String())
 	}
 	if c.Workload == "mutex" {
 		m := c.mutex()

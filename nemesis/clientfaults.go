@@ -29,7 +29,7 @@ type ClientClocks interface {
 }
 
 // Crash points of the client-crash nemesis.
-var crashPoints = []string{"holding", "after-setnx", "any"}
+func crashPoints() []string { return []string{"holding", "after-setnx", "any"} }
 
 // ClientCrash kills a client process at a point of its work, as kill -9 of a client program would:
 // it releases nothing, its background renewals stop, and the slot goes on as a new process. Killed
@@ -47,9 +47,18 @@ type ClientCrash struct {
 	last []string // the process the latest crash killed
 }
 
+// clientCrashParams are the client-crash nemesis's parameters.
+func clientCrashParams() []Param {
+	return []Param{
+		{Name: "point", Type: TypeChoice, Values: crashPoints(), Default: "holding", Help: "where in its work a client is killed"},
+		intervalParam(),
+		waitParam("max(--interval/2, TTL)"),
+	}
+}
+
 func buildClientCrash(env Env, p *Params) (Nemesis, error) {
 	c := &ClientCrash{Clients: env.Crashes}
-	c.Point = p.Choice("point", "holding", crashPoints...)
+	c.Point = p.Choice("point", "holding", crashPoints()...)
 	if c.Point != "holding" && c.Point != "any" && !slices.Contains(env.CrashPoints, c.Point) {
 		return nil, fmt.Errorf("point=%s: this lock's acquire has no such step, so no client would ever crash there (%s): use point=holding", c.Point, innerSteps(env.CrashPoints))
 	}
@@ -139,6 +148,17 @@ type ClientClock struct {
 	rng     *rand.Rand
 	mu      sync.Mutex
 	shifted map[int]string // slot -> the process name its fault named
+}
+
+// clientClockParams are the client-clock nemesis's parameters.
+func clientClockParams() []Param {
+	return []Param{
+		{Name: "target", Type: TypeChoice, Values: []string{"one", "all"}, Default: "one", Help: "one client process, or all of them"},
+		{Name: "offset", Type: TypeDuration, Default: "2×TTL", Help: "the size of a jump"},
+		{Name: "jump", Type: TypeChoice, Values: []string{"forward", "back"}, Default: "forward", Help: "which way the clock jumps"},
+		durationParam("2×TTL", "how long a jump lasts"),
+		intervalParam(),
+	}
 }
 
 func buildClientClock(env Env, p *Params) (Nemesis, error) {

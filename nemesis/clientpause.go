@@ -148,6 +148,11 @@ func (c *ClientPause) Healing() []Op {
 	return ops
 }
 
+// clientPauseParams are the client-pause nemesis's parameters.
+func clientPauseParams() []Param {
+	return []Param{intervalParam(), durationParam("2×TTL", "how long a client stays paused")}
+}
+
 func buildClientPause(env Env, p *Params) (Nemesis, error) {
 	c := &ClientPause{Clients: env.Clients}
 	c.Interval = p.Duration("interval", env.Interval)

@@ -75,6 +75,24 @@ type Clock struct {
 	shifted    map[string]time.Duration // node -> offset this nemesis left it at
 }
 
+// clockParams are the clock nemesis's parameters.
+func clockParams() []Param {
+	return []Param{
+		targetParam(TargetKinds(), TargetOne),
+		{Name: "jump", Type: TypeChoices, Values: []string{JumpForward, JumpBack, JumpStrobe, JumpFast}, Default: "forward+back", Help: "what a fault does to the clock"},
+		{Name: "rate", Type: TypeShare, Default: "0.005", Help: "with jump=fast, how much faster than real time the clock runs"},
+		{Name: "offset", Type: TypeDuration, Default: "2×TTL", Help: "the size of a jump"},
+		durationParam("TTL", "how long a jump lasts before the reset"),
+		intervalParam(),
+		{Name: "period", Type: TypeDuration, Default: "10ms", Help: "the strobe's half period"},
+		{Name: "reset", Type: TypeChoice, Values: []string{ResetStep, ResetSlew, ResetQuiet}, Default: ResetStep,
+			Help:  "how a clock that is behind is brought back: at once, slewed, or stepped when it holds no key",
+			Needs: map[string]Capability{ResetQuiet: WriteHolds | Links}},
+		{Name: "slew-rate", Type: TypeShare, Default: "0.005", Help: "with reset=slew, how much faster a clock that is behind runs"},
+		waitParam("max(--interval/2, TTL)"),
+	}
+}
+
 func buildClock(env Env, p *Params) (Nemesis, error) {
 	c := &Clock{Clocks: env.Clocks, Env: env, Nodes: env.Nodes}
 	c.Target = p.Choice("target", TargetOne, TargetKinds()...)

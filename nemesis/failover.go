@@ -70,6 +70,18 @@ type Failover struct {
 	restarts map[time.Duration]bool
 }
 
+// failoverParams are the failover nemesis's parameters.
+func failoverParams() []Param {
+	return []Param{
+		{Name: "kind", Type: TypeChoices, Values: FailoverKinds(), Default: FailKill, Help: "how the primary is taken away",
+			Needs: map[string]Capability{FailPause: NodeSignals}},
+		{Name: "stall", Type: TypeShare, Default: "1", Help: "the share of faults that first stall replication from the primary"},
+		{Name: "wait", Type: TypeDuration, Default: "2×TTL", Help: "how long a stalled fault waits for a lease the primary granted"},
+		{Name: "down", Type: TypeDuration, Default: "5s", Help: "how long the old primary stays away"},
+		intervalParam(),
+	}
+}
+
 func buildFailover(env Env, p *Params) (Nemesis, error) {
 	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)

@@ -45,11 +45,30 @@ type Latency struct {
 	paths   latencyPaths
 }
 
+// latencyTargets are the targets the latency nemesis takes.
+func latencyTargets() []string {
+	return []string{TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
+		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers}
+}
+
+// latencyParams are the latency nemesis's parameters.
+func latencyParams() []Param {
+	return []Param{
+		{Name: "mode", Type: TypeChoices, Values: []string{LatencySteady, LatencySpike}, Default: "steady+spike", Help: "steady: a small delay for long; spike: a large delay for short"},
+		targetParam(latencyTargets(), TargetOne),
+		pathsParam(PeerLatency, "slows"),
+		groupParam(nil),
+		{Name: "delay", Type: TypeDuration, Default: "node timeout/2 steady, 3×node timeout spike", Help: "added to each round trip"},
+		{Name: "jitter", Type: TypeDuration, Default: "delay/4", Help: "the delay varies by up to this much"},
+		durationParam("2×TTL steady, TTL/2 spike", "how long a slowdown lasts"),
+		intervalParam(),
+	}
+}
+
 func buildLatency(env Env, p *Params) (Nemesis, error) {
 	n := &Latency{Env: env, paths: &toxicLatency{toxicSet{links: env.Links}}}
 	n.Modes = p.Choices("mode", []string{LatencySteady, LatencySpike}, LatencySteady, LatencySpike)
-	n.Target = p.Choice("target", TargetOne, TargetOne, TargetMinority, TargetMajority, TargetAll, TargetHolder, TargetHolderMajority,
-		TargetPrimary, TargetReplicas, TargetSentinels, TargetLeader, TargetFollowers)
+	n.Target = p.Choice("target", TargetOne, latencyTargets()...)
 	n.Peers = p.Choice("paths", PathsClients, PathsClients, PathsPeers) == PathsPeers
 	n.Groups = env.Groups
 	if g := p.Choice("group", "", env.Groups...); g != "" {
@@ -85,8 +104,9 @@ func buildLatency(env Env, p *Params) (Nemesis, error) {
 			return nil, fmt.Errorf("duration must be positive")
 		}
 	}
-	if n.Peers && (env.PeerNet || env.Peers != nil) {
-		if !env.PeerLatency && env.Slow == nil {
+	if n.Peers && env.Peers != nil {
+		// The servers talk over their own interfaces: the backend slows those paths, or nothing can.
+		if env.Slow == nil {
 			return nil, errPeerLatency
 		}
 		n.paths = &peerLatency{slower: env.Slow, log: env.Log}

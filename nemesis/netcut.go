@@ -38,6 +38,16 @@ type NetCut struct {
 	cut     map[string]bool
 }
 
+// netcutParams are the netcut nemesis's parameters.
+func netcutParams() []Param {
+	return []Param{
+		targetParam(TargetKinds(), TargetOne),
+		{Name: "mode", Type: TypeChoice, Values: []string{ModeDrop, ModeReset}, Default: ModeDrop, Help: "drop: packets vanish both ways; reset: connections are answered with TCP resets"},
+		durationParam("2×TTL", "how long a cut lasts"),
+		intervalParam(),
+	}
+}
+
 func buildNetCut(env Env, p *Params) (Nemesis, error) {
 	n := &NetCut{Env: env, resolve: leaseResolver{env: env}}
 	n.Target = p.Choice("target", TargetOne, TargetKinds()...)
@@ -45,9 +55,6 @@ func buildNetCut(env Env, p *Params) (Nemesis, error) {
 	n.Mode = p.Choice("mode", ModeDrop, ModeDrop, ModeReset)
 	n.Duration = p.Duration("duration", 2*env.TTL)
 	n.Interval = p.Duration("interval", env.Interval)
-	if !env.NetFaults {
-		return nil, fmt.Errorf("netcut cuts a node's own network interface and needs nodes with interfaces of their own: add --backend docker (with local nodes, partition:kind=isolate cuts the same paths in the harness's proxies)")
-	}
 	if n.Duration <= 0 || n.Interval <= 0 {
 		return nil, fmt.Errorf("duration and interval must be positive")
 	}

@@ -122,6 +122,21 @@ type Partition struct {
 	cutAt    time.Time // when that fault's cut was resolved
 }
 
+// partitionParams are the partition nemesis's parameters.
+func partitionParams() []Param {
+	return []Param{
+		{Name: "kind", Type: TypeChoices, Values: PartitionKinds(), Default: "every kind the node count allows", Help: "which paths a fault cuts"},
+		{Name: "mode", Type: TypeChoice, Values: PartitionModes(), Default: ModeDrop, Help: "what a cut path does to traffic"},
+		groupParam([]string{GroupHolder}),
+		durationParam("2×TTL", "how long a cut lasts"),
+		{Name: "wait", Type: TypeDuration, Default: "duration", Help: "with group=holder, how long a fault waits for a holder"},
+		intervalParam(),
+		{Name: "target", Type: TypeChoice, Values: []string{TargetPrimary, TargetReplicas, TargetLeader, TargetFollowers}, Default: "the nodes of the kind",
+			Help: "cut the nodes of a role"},
+		pathsParam(PeerCuts, "cuts"),
+	}
+}
+
 func buildPartition(env Env, p *Params) (Nemesis, error) {
 	n := &Partition{Nodes: env.Nodes, Groups: env.Groups, env: env, toxics: &toxicSet{links: env.Links}}
 	// The default draws among the kinds that make sense for the cluster's size; a kind asked for by

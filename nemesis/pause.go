@@ -35,6 +35,16 @@ type Pause struct {
 	stopped map[string]bool
 }
 
+// pauseParams are the pause nemesis's parameters.
+func pauseParams() []Param {
+	return []Param{
+		targetParam(TargetKinds(), TargetOne),
+		{Name: "duration", Type: TypeDuration, Values: []string{PauseAbove, PauseAround, PauseBelow}, Default: "drawn among below, around and above",
+			Help: "how long a node stays paused: below (TTL/2), around (TTL), above (2×TTL)"},
+		intervalParam(),
+	}
+}
+
 func buildPause(env Env, p *Params) (Nemesis, error) {
 	n := &Pause{Env: env, resolve: leaseResolver{env: env}}
 	n.Target = p.Choice("target", TargetOne, TargetKinds()...)
@@ -42,14 +52,8 @@ func buildPause(env Env, p *Params) (Nemesis, error) {
 	n.Interval = p.Duration("interval", env.Interval)
 	named := map[string]time.Duration{PauseBelow: env.TTL / 2, PauseAround: env.TTL, PauseAbove: 2 * env.TTL}
 	n.Durations = []time.Duration{named[PauseBelow], named[PauseAround], named[PauseAbove]}
-	if v, ok := p.get("duration"); ok {
-		if d, ok := named[v]; ok {
-			n.Durations = []time.Duration{d}
-		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			n.Durations = []time.Duration{d}
-		} else {
-			p.fail("duration=%s is not allowed: use one of below (TTL/2), around (TTL), above (2×TTL), or a duration like duration=3s", v)
-		}
+	if d := p.NamedDuration("duration", 0, named); d > 0 {
+		n.Durations = []time.Duration{d}
 	}
 	if n.Interval <= 0 {
 		return nil, fmt.Errorf("interval must be positive")

@@ -42,7 +42,7 @@ func (r *recordingCutter) HealPeer(_ context.Context, from, to string) error {
 func TestPartitionPeersUseTheBackendsCutter(t *testing.T) {
 	rc := &recordingCutter{cut: map[string]string{}}
 	roles := roleMap{"e1": systems.RoleFollower, "e2": systems.RoleLeader, "e3": systems.RoleFollower}
-	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second, Peers: rc, PeerNet: true}
+	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second, Peers: rc}
 	n := build(t, "partition:target=leader:paths=peers:mode=reset", env)
 	plan := n.Plan(rand.New(rand.NewPCG(1, 2)), 5*time.Second)
 	ctx := context.Background()
@@ -80,7 +80,7 @@ func TestPartitionPeersUseTheBackendsCutter(t *testing.T) {
 func TestFailoverStallUsesTheBackendsCutter(t *testing.T) {
 	rc := &recordingCutter{cut: map[string]string{}}
 	roles := roleMap{"n1": systems.RolePrimary, "n2": systems.RoleReplica, "n3": systems.RoleReplica, "s1": systems.RoleSentinel}
-	env := Env{Nodes: []string{"n1", "n2", "n3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second, Peers: rc, PeerNet: true}
+	env := Env{Nodes: []string{"n1", "n2", "n3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second, Peers: rc}
 	f := build(t, "failover", env).(*Failover)
 	ctx := context.Background()
 	stall, err := f.Resolve(ctx, Op{F: "stall"})
@@ -103,9 +103,11 @@ func TestFailoverStallUsesTheBackendsCutter(t *testing.T) {
 }
 
 // Latency on the paths between servers needs proxies on them, or a backend that slows them: on a
-// docker backend that cannot (a remote Engine's) it is refused, saying what works instead.
-func TestPeerLatencyRefusedOnDocker(t *testing.T) {
-	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, TTL: time.Second, Interval: time.Second, NodeTimeout: time.Second, PeerNet: true}
+// backend whose servers talk over their own interfaces and that cannot slow them, it is refused,
+// saying what works instead.
+func TestPeerLatencyRefusedWithoutASlower(t *testing.T) {
+	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, TTL: time.Second, Interval: time.Second, NodeTimeout: time.Second,
+		Peers: &recordingCutter{cut: map[string]string{}}}
 	s, err := ParseSpec("latency:paths=peers:delay=300ms")
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func TestPeerLatencyUsesTheBackendsSlower(t *testing.T) {
 	rs := &recordingSlower{slow: map[string]string{}}
 	roles := roleMap{"e1": systems.RoleFollower, "e2": systems.RoleLeader, "e3": systems.RoleFollower}
 	env := Env{Nodes: []string{"e1", "e2", "e3"}, Groups: []string{"c1"}, Roles: roles, TTL: time.Second, Interval: time.Second,
-		NodeTimeout: time.Second, Peers: &recordingCutter{cut: map[string]string{}}, PeerNet: true, PeerLatency: true, Slow: rs}
+		NodeTimeout: time.Second, Peers: &recordingCutter{cut: map[string]string{}}, Slow: rs}
 	n := build(t, "latency:target=leader:paths=peers:delay=300ms:mode=steady", env)
 	plan := n.Plan(rand.New(rand.NewPCG(1, 2)), 5*time.Second)
 	ctx := context.Background()

@@ -301,3 +301,64 @@ func (r *Restart) Healing() []Op {
 	}
 	return []Op{{F: "start", Nodes: down, Effect: history.EffectHeal}}
 }
+
+// restartParams are the parameters of restart, and of restart-delayed when delayed.
+func restartParams(delayed bool) []Param {
+	ps := []Param{
+		intervalParam(),
+		{Name: "target", Type: TypeChoice, Values: RestartTargets(), Default: "mixed", Help: "the nodes killed: mixed draws one node or a majority per fault"},
+		{Name: "wipe", Type: TypeChoice, Values: []string{"true", "false"}, Default: "false", Help: "true: the node restarts without its data"},
+		{Name: "at", Type: TypeChoice, Values: []string{"plan", "grant"}, Default: "plan", Help: "grant: a drawn fault waits for a fresh grant"},
+		waitParam("max(--interval/2, TTL)"),
+	}
+	if delayed {
+		ps = append(ps, Param{Name: "delay", Type: TypeDuration, Default: "--restart-delay", Help: "how long a killed node stays down"})
+	}
+	return ps
+}
+
+func buildRestart(delayed bool) builder {
+	return func(env Env, p *Params) (Nemesis, error) {
+		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes, env: env}
+		r.Interval = p.Duration("interval", env.Interval)
+		switch target := p.Choice("target", "mixed", RestartTargets()...); target {
+		case "one":
+			r.MajorityShare = -1
+		case "majority":
+			r.MajorityShare = 1
+		case TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers:
+			r.Target = target
+		}
+		r.Wipe = p.Choice("wipe", "false", "true", "false") == "true"
+		r.AtGrant = p.Choice("at", "plan", "plan", "grant") == "grant"
+		if r.AtGrant && r.Target != "" {
+			p.fail("at=grant times the drawn targets (mixed, one, majority); target=%s chooses its nodes when its fault starts: drop at=grant", r.Target)
+		}
+		r.GrantWait = min(r.Interval, env.TTL) / 2
+		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
+			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
+		}
+		if delayed {
+			r.Delay = p.Duration("delay", env.RestartDelay)
+			if r.Delay <= 0 {
+				return nil, fmt.Errorf("delay must be positive")
+			}
+		}
+		if r.Interval <= 0 {
+			return nil, fmt.Errorf("interval must be positive")
+		}
+		if IsRoleTarget(r.Target) {
+			if err := CheckTarget(env, r.Target); err != nil {
+				return nil, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// RestartTargets lists the restart nemesis's target values: mixed (one node or a majority, drawn per
+// fault), one, majority, and the lock-aware holder kinds.
+func RestartTargets() []string {
+	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers}
+}

@@ -108,13 +108,15 @@ type Params struct {
 	spec Spec
 	used map[string]bool
 	errs []string
-	// allowed are the values of the parameters read with Choice or Choices, for ParamValues.
+	// types and allowed are how each parameter was read, for the test that holds every kind's
+	// parameter table to what its builder reads.
+	types   map[string]ParamType
 	allowed map[string][]string
 }
 
 // NewParams starts reading spec's parameters.
 func NewParams(spec Spec) *Params {
-	return &Params{spec: spec, used: map[string]bool{}, allowed: map[string][]string{}}
+	return &Params{spec: spec, used: map[string]bool{}, types: map[string]ParamType{}, allowed: map[string][]string{}}
 }
 
 func (p *Params) get(key string) (string, bool) {
@@ -129,6 +131,7 @@ func (p *Params) fail(format string, args ...any) {
 
 // Duration reads a duration ("1.5s"); def when absent.
 func (p *Params) Duration(key string, def time.Duration) time.Duration {
+	p.types[key] = TypeDuration
 	v, ok := p.get(key)
 	if !ok {
 		return def
@@ -141,22 +144,9 @@ func (p *Params) Duration(key string, def time.Duration) time.Duration {
 	return d
 }
 
-// Int reads an integer; def when absent.
-func (p *Params) Int(key string, def int) int {
-	v, ok := p.get(key)
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		p.fail("%s=%s is not an integer", key, v)
-		return def
-	}
-	return n
-}
-
 // Share reads a number in [0, 1]; def when absent.
 func (p *Params) Share(key string, def float64) float64 {
+	p.types[key] = TypeShare
 	v, ok := p.get(key)
 	if !ok {
 		return def
@@ -171,6 +161,7 @@ func (p *Params) Share(key string, def float64) float64 {
 
 // Choice reads one of allowed; def when absent.
 func (p *Params) Choice(key, def string, allowed ...string) string {
+	p.types[key] = TypeChoice
 	p.allowed[key] = allowed
 	v, ok := p.get(key)
 	if !ok {
@@ -186,6 +177,7 @@ func (p *Params) Choice(key, def string, allowed ...string) string {
 // Choices reads a list of allowed values separated by "+", for example kind=isolate+bridge; def when
 // absent.
 func (p *Params) Choices(key string, def []string, allowed ...string) []string {
+	p.types[key] = TypeChoices
 	p.allowed[key] = allowed
 	v, ok := p.get(key)
 	if !ok {
@@ -200,6 +192,25 @@ func (p *Params) Choices(key string, def []string, allowed ...string) []string {
 		out = append(out, c)
 	}
 	return out
+}
+
+// NamedDuration reads a duration or one of the names in named; def when absent.
+func (p *Params) NamedDuration(key string, def time.Duration, named map[string]time.Duration) time.Duration {
+	p.types[key] = TypeDuration
+	p.allowed[key] = sortedKeys(named)
+	v, ok := p.get(key)
+	if !ok {
+		return def
+	}
+	if d, ok := named[v]; ok {
+		return d
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		p.fail("%s=%s is not allowed: use one of %s, or a duration like %s=3s", key, v, strings.Join(sortedKeys(named), ", "), key)
+		return def
+	}
+	return d
 }
 
 // Err reports every bad value and every parameter the nemesis did not read.
@@ -246,21 +257,15 @@ type WriteHolder interface {
 type Env struct {
 	Cluster Cluster
 	// Net cuts nodes' own network interfaces; nil when the backend cannot (local nodes share the
-	// loopback interface).
+	// loopback interface) or the system is not running yet (the harness checks the capability
+	// before: Offered).
 	Net NetCutter
-	// NetFaults says whether the run's backend offers Net, for checking a configuration before the
-	// system runs.
-	NetFaults bool
 	// Peers cuts the paths between servers where the servers run (the docker backend's rules in
-	// their namespaces); nil when those paths are links (local). PeerNet says whether the run's
-	// backend offers Peers, for checking a configuration before the system runs.
-	Peers   systems.PeerCutter
-	PeerNet bool
-	// Slow slows the paths between servers where the servers run (the local Engine's docker
-	// backend: a packet queue per path in the caller's namespace); nil where those paths are links,
-	// or where the backend cannot. PeerLatency says whether the run's backend offers Slow.
-	Slow        systems.PeerSlower
-	PeerLatency bool
+	// their namespaces); nil when those paths are links (local), or before the system runs.
+	Peers systems.PeerCutter
+	// Slow slows the paths between servers where the servers run (the docker backend: a packet
+	// queue per path); nil where those paths are links, or before the system runs.
+	Slow systems.PeerSlower
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
 	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the
@@ -303,138 +308,3 @@ type Env struct {
 }
 
 type builder func(env Env, p *Params) (Nemesis, error)
-
-// builders lists every nemesis and how to build it from its parameters.
-func builders() map[string]builder {
-	return map[string]builder{
-		"none":            func(Env, *Params) (Nemesis, error) { return None{}, nil },
-		"restart":         buildRestart(false),
-		"restart-delayed": buildRestart(true),
-		"partition":       buildPartition,
-		"latency":         buildLatency,
-		"pause":           buildPause,
-		"clock":           buildClock,
-		"client-pause":    buildClientPause,
-		"client-crash":    buildClientCrash,
-		"client-clock":    buildClientClock,
-		"failover":        buildFailover,
-		"netcut":          buildNetCut,
-	}
-}
-
-// NeedsClocks reports whether a spec's nemesis moves node clocks, so that the nodes must run with
-// the clock shim.
-func NeedsClocks(spec Spec) bool { return spec.Name == "clock" }
-
-// TouchesLinks reports whether a spec's nemesis puts faults on links (cuts, slows or stalls network
-// paths), so that the clients must reach the nodes through links. The other nemeses act on processes
-// and clocks, and a run with only those can let its clients talk to the nodes directly.
-func TouchesLinks(spec Spec) bool {
-	switch spec.Name {
-	case "partition", "latency", "failover":
-		return true
-	case "clock":
-		// A quiet reset may drain a node by cutting its clients' links (Clock.quietReset).
-		return spec.Params["reset"] == ResetQuiet
-	}
-	return false
-}
-
-// Names lists the nemeses Build knows.
-func Names() []string { return slices.Sorted(maps.Keys(builders())) }
-
-// ParamValues lists the parameters a nemesis reads, each with its allowed values when they are a
-// fixed set (nil for durations, numbers and the like), for shell completion. It builds the nemesis
-// for an example run (5 nodes, 2 client groups, TTL 2s) and records what the builder reads, so the
-// list cannot drift from the parameters the nemesis really takes.
-func ParamValues(name string) (map[string][]string, error) {
-	b, ok := builders()[name]
-	if !ok {
-		return nil, Validate(name)
-	}
-	env := Env{Nodes: []string{"n1", "n2", "n3", "n4", "n5"}, Groups: []string{"c1", "c2"}, Keys: []string{"k"},
-		TTL: 2 * time.Second, Interval: 5 * time.Second, NodeTimeout: 100 * time.Millisecond, RestartDelay: 3 * time.Second,
-		Log: slog.New(slog.DiscardHandler)}
-	p := NewParams(Spec{Name: name})
-	// The example's own errors do not matter: only which parameters were read.
-	_, _ = b(env, p)
-	out := map[string][]string{}
-	for k := range p.used {
-		out[k] = slices.Clone(p.allowed[k])
-	}
-	return out, nil
-}
-
-// Validate checks a nemesis name.
-func Validate(name string) error {
-	if _, ok := builders()[name]; ok {
-		return nil
-	}
-	return fmt.Errorf("unknown nemesis %q: use one of %s", name, strings.Join(Names(), ", "))
-}
-
-// Build makes the nemesis a spec names, with its parameters checked.
-func Build(spec Spec, env Env) (Nemesis, error) {
-	b, ok := builders()[spec.Name]
-	if !ok {
-		return nil, Validate(spec.Name)
-	}
-	if env.Log == nil {
-		env.Log = slog.New(slog.DiscardHandler)
-	}
-	p := NewParams(spec)
-	n, err := b(env, p)
-	if perr := p.Err(); perr != nil {
-		return nil, perr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("nemesis %s: %w", spec.Name, err)
-	}
-	return n, nil
-}
-
-func buildRestart(delayed bool) builder {
-	return func(env Env, p *Params) (Nemesis, error) {
-		r := &Restart{Cluster: env.Cluster, Nodes: env.Nodes, env: env}
-		r.Interval = p.Duration("interval", env.Interval)
-		switch target := p.Choice("target", "mixed", RestartTargets()...); target {
-		case "one":
-			r.MajorityShare = -1
-		case "majority":
-			r.MajorityShare = 1
-		case TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers:
-			r.Target = target
-		}
-		r.Wipe = p.Choice("wipe", "false", "true", "false") == "true"
-		r.AtGrant = p.Choice("at", "plan", "plan", "grant") == "grant"
-		if r.AtGrant && r.Target != "" {
-			p.fail("at=grant times the drawn targets (mixed, one, majority); target=%s chooses its nodes when its fault starts: drop at=grant", r.Target)
-		}
-		r.GrantWait = min(r.Interval, env.TTL) / 2
-		r.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
-		if _, ok := p.spec.Params["wait"]; ok && r.Target == "" {
-			p.fail("wait= applies only to the lock-aware targets: use target=holder, holder-one or holder-majority, or drop wait")
-		}
-		if delayed {
-			r.Delay = p.Duration("delay", env.RestartDelay)
-			if r.Delay <= 0 {
-				return nil, fmt.Errorf("delay must be positive")
-			}
-		}
-		if r.Interval <= 0 {
-			return nil, fmt.Errorf("interval must be positive")
-		}
-		if IsRoleTarget(r.Target) {
-			if err := CheckTarget(env, r.Target); err != nil {
-				return nil, err
-			}
-		}
-		return r, nil
-	}
-}
-
-// RestartTargets lists the restart nemesis's target values: mixed (one node or a majority, drawn per
-// fault), one, majority, and the lock-aware holder kinds.
-func RestartTargets() []string {
-	return []string{"mixed", TargetOne, TargetMajority, TargetHolder, TargetHolderOne, TargetHolderMajority, TargetLeader, TargetFollowers}
-}

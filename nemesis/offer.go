@@ -1,0 +1,181 @@
+package nemesis
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockpick-dev/lockpick/containers"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// Offer is what a backend running a system can do for faults, known before anything starts.
+type Offer struct {
+	System, Backend string
+	// Caps are the capabilities offered.
+	Caps Capability
+	// lacks says why each capability not offered is absent.
+	lacks map[Capability]lack
+}
+
+// lack is why a capability is absent: a clause that follows "and" in a refusal. final: the clause
+// carries its own fix, and the refusal adds none.
+type lack struct {
+	why   string
+	final bool
+}
+
+// Offered is the capability set of backend running system (docker on the Engine at dockerHost), for
+// --dry-run and for refusing a fault before anything starts. It is the one place that says which
+// system and backend can do what.
+func Offered(system, backend, dockerHost string) Offer {
+	o := staticOffer(system, backend)
+	if backend == systems.BackendDocker {
+		// The docker backend cuts and slows paths with iptables in the servers' namespaces.
+		missing := systems.NetToolsMissing
+		if !containers.IsLocalHost(dockerHost) {
+			missing = systems.RemoteNetToolsMissing
+		}
+		if err := missing(); err != nil {
+			o.lack(NetCuts|PeerCuts|PeerLatency, err.Error(), true)
+		}
+	}
+	return o
+}
+
+// staticOffer is what backend running system can do on any machine.
+func staticOffer(system, backend string) Offer {
+	o := Offer{System: system, Backend: backend, Caps: AllCapabilities, lacks: map[Capability]lack{}}
+	switch backend {
+	case systems.BackendExternal:
+		o.lack(nodeSide, "--backend external servers are someone else's", false)
+	case systems.BackendDocker:
+	default:
+		o.lack(NetCuts, "--backend local nodes share the loopback interface", false)
+	}
+	switch system {
+	case "etcd":
+		o.lack(NodeClocks, "etcd members are Go programs that read the time without libc, where the LD_PRELOAD clock shim cannot reach", false)
+		o.lack(WriteHolds, "etcd members cannot hold writes back", false)
+		o.lack(Promotion, "etcd has no primary whose replicas take over (its members elect a leader)", false)
+	case "redis-masters":
+		o.lack(PeerCuts|PeerLatency, "the masters of redis-masters never talk to each other", false)
+		o.lack(Promotion, "redis-masters has no replicas to take over", false)
+	}
+	return o
+}
+
+// lack takes caps out of the offer; a capability already absent keeps its first reason.
+func (o *Offer) lack(caps Capability, why string, final bool) {
+	for _, c := range caps.Each() {
+		if o.Caps.Has(c) {
+			o.Caps &^= c
+			o.lacks[c] = lack{why: why, final: final}
+		}
+	}
+}
+
+// Check refuses the first fault that needs a capability the offer lacks, in one line naming the
+// fault, the capability, why it is absent and what has it.
+func (o Offer) Check(faults []Fault) error {
+	for _, f := range faults {
+		if missing := f.Needs() &^ o.Caps; missing != 0 {
+			return o.refuse(f, missing.Each()[0])
+		}
+	}
+	return nil
+}
+
+func (o Offer) refuse(f Fault, c Capability) error {
+	what := fmt.Sprintf("--nemesis %s %s (%s)", f.Name(), f.Kind.Does, c)
+	fromParam := ""
+	if !f.Kind.Needs.Has(c) {
+		fromParam = f.paramText(c)
+		what = fmt.Sprintf("--nemesis %s with %s needs %s", f.Name(), fromParam, c)
+	}
+	l := o.lacks[c]
+	if l.final {
+		return fmt.Errorf("%s, and %s", what, l.why)
+	}
+	var fixes []string
+	if b := o.backendsWith(c); len(b) > 0 {
+		fixes = append(fixes, "--backend "+strings.Join(b, " or "))
+	} else if s := o.systemsWith(c); len(s) > 0 {
+		fixes = append(fixes, "a lock that runs on "+strings.Join(s, " or "))
+	}
+	switch {
+	case fromParam != "":
+		fixes = append(fixes, "drop "+fromParam)
+	case f.Kind.Instead != "":
+		fixes = append(fixes, f.Kind.Instead)
+	default:
+		fixes = append(fixes, o.otherFaults(f.Name()))
+	}
+	return fmt.Errorf("%s, and %s: use %s", what, l.why, strings.Join(fixes, ", or "))
+}
+
+// paramText is the parameter setting of the fault that needs c ("paths=peers").
+func (f Fault) paramText(c Capability) string {
+	for _, p := range f.Kind.Params {
+		if v := f.Spec.Params[p.Name]; p.needsOf(v).Has(c) {
+			return p.Name + "=" + v
+		}
+	}
+	return ""
+}
+
+// backendsWith are the other backends that offer c on the offer's system.
+func (o Offer) backendsWith(c Capability) []string {
+	var out []string
+	for _, b := range systems.Backends() {
+		if b != o.Backend && staticOffer(o.System, b).Caps.Has(c) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// systemsWith are the other systems that offer c on the offer's backend.
+func (o Offer) systemsWith(c Capability) []string {
+	var out []string
+	for _, s := range systems.Names() {
+		if s != o.System && staticOffer(s, o.Backend).Caps.Has(c) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// otherFaults lists the faults the offer can host, besides the one refused: "client-side faults
+// (...)" when those are all it can host.
+func (o Offer) otherFaults(refused string) string {
+	var names []string
+	clientSide := true
+	for _, k := range kinds() {
+		if k.Name == "none" || k.Name == refused || !o.Caps.Has(k.Needs) {
+			continue
+		}
+		names = append(names, k.Name)
+		clientSide = clientSide && k.ClientSide()
+	}
+	if len(names) == 0 {
+		return "--nemesis none"
+	}
+	label := "another fault"
+	if clientSide {
+		label = "client-side faults"
+	}
+	return fmt.Sprintf("%s (%s)", label, strings.Join(names, ", "))
+}
+
+// Has reports whether the offer can host f.
+func (o Offer) Has(f Fault) bool { return o.Caps.Has(f.Needs()) }
+
+// Lacking lists the capabilities of the offer's system that the backend does not offer, with why,
+// for --dry-run.
+func (o Offer) Lacking() []string {
+	var out []string
+	for _, c := range (AllCapabilities &^ o.Caps).Each() {
+		out = append(out, fmt.Sprintf("%s (%s)", c, o.lacks[c].why))
+	}
+	return out
+}
