@@ -49,8 +49,10 @@ const (
 type Param struct {
 	Name string
 	Type ParamType
-	// Values are the allowed values of a choice, or the names a duration may take instead.
-	Values []string
+	// Values are the allowed values of a choice, or the names a duration may take instead; Meanings
+	// says what some of them mean ("TTL/2"), for help and errors.
+	Values   []string
+	Meanings map[string]string
 	// Default says what an absent parameter means, in words ("2×TTL", "--interval").
 	Default string
 	Help    string
@@ -290,7 +292,7 @@ func (p Param) check(v string) error {
 	case TypeDuration:
 		if d, err := time.ParseDuration(v); (err != nil || d < 0) && !slices.Contains(p.Values, v) {
 			if len(p.Values) > 0 {
-				return fmt.Errorf("%s=%s is not allowed: use one of %s, or a duration like %s=3s", p.Name, v, strings.Join(p.Values, ", "), p.Name)
+				return fmt.Errorf("%s=%s is not allowed: use one of %s, or a duration like %s=3s", p.Name, v, p.valuesText(), p.Name)
 			}
 			return fmt.Errorf("%s=%s is not a duration: use a value like %s=2s", p.Name, v, p.Name)
 		}
@@ -300,7 +302,7 @@ func (p Param) check(v string) error {
 		}
 	case TypeChoice:
 		if !slices.Contains(p.Values, v) {
-			return fmt.Errorf("%s=%s is not allowed: use one of %s", p.Name, v, strings.Join(p.Values, ", "))
+			return fmt.Errorf("%s=%s is not allowed: use one of %s", p.Name, v, p.valuesText())
 		}
 	case TypeChoices:
 		for _, c := range strings.Split(v, "+") {
@@ -314,6 +316,18 @@ func (p Param) check(v string) error {
 		}
 	}
 	return nil
+}
+
+// valuesText lists the parameter's values, each with its meaning where it has one.
+func (p Param) valuesText() string {
+	out := make([]string, len(p.Values))
+	for i, v := range p.Values {
+		out[i] = v
+		if m := p.Meanings[v]; m != "" {
+			out[i] += " (" + m + ")"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func orValues(values []string) string {
@@ -336,6 +350,9 @@ func Describe() string {
 		b.WriteString("\n")
 		for _, p := range k.Params {
 			fmt.Fprintf(&b, "  %s=%s  %s", p.Name, p.typeText(), p.Help)
+			if len(p.Meanings) > 0 {
+				fmt.Fprintf(&b, ": %s", p.valuesText())
+			}
 			if p.Default != "" {
 				fmt.Fprintf(&b, " (default %s)", p.Default)
 			}

@@ -53,7 +53,7 @@ func TestParseFaults(t *testing.T) {
 	for text, want := range map[string]string{
 		"restart:speed=9":         `unknown parameter "speed": restart takes at, interval, target, wait, wipe`,
 		"clock:jump=sideways":     `"sideways" is not allowed`,
-		"pause:duration=forever":  "use one of above, around, below",
+		"pause:duration=forever":  "use one of below (TTL/2), around (TTL), above (2×TTL)",
 		"failover:stall=2":        "stall=2 is not a share",
 		"latency:group=everybody": "not a client group",
 		"none:x=1":                "none takes no parameters",
@@ -115,6 +115,18 @@ func TestOfferRefusals(t *testing.T) {
 				t.Errorf("%s on %s %s: %q lacks %q", c.faults, c.system, c.backend, err, w)
 			}
 		}
+	}
+}
+
+// A capability absent for a reason that carries its own fix (the docker backend's missing network
+// tools) is refused with that reason alone.
+func TestOfferRefusalWithItsOwnFix(t *testing.T) {
+	o := staticOffer("etcd", "docker")
+	o.lack(NetCuts|PeerCuts, "netcut needs root: run lockpick as root", true)
+	faults, _ := ParseFaults("pause,netcut")
+	err := o.Check(faults)
+	if err == nil || err.Error() != "--nemesis netcut cuts a server's own network interface (network cuts), and netcut needs root: run lockpick as root" {
+		t.Fatalf("got %v", err)
 	}
 }
 

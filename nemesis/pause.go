@@ -39,8 +39,8 @@ type Pause struct {
 func pauseParams() []Param {
 	return []Param{
 		targetParam(TargetKinds(), TargetOne),
-		{Name: "duration", Type: TypeDuration, Values: []string{PauseAbove, PauseAround, PauseBelow}, Default: "drawn among below, around and above",
-			Help: "how long a node stays paused: below (TTL/2), around (TTL), above (2×TTL)"},
+		{Name: "duration", Type: TypeDuration, Values: []string{PauseBelow, PauseAround, PauseAbove}, Default: "drawn among below, around and above",
+			Meanings: map[string]string{PauseBelow: "TTL/2", PauseAround: "TTL", PauseAbove: "2×TTL"}, Help: "how long a node stays paused"},
 		intervalParam(),
 	}
 }

@@ -42,6 +42,10 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			if len(args) == 1 {
 				return runFile(cmd, args[0])
 			}
+			if cfg.Nemesis == "help" {
+				fmt.Fprint(cmd.OutOrStdout(), nemesis.Describe())
+				return nil
+			}
 			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "client-groups", "interval", "restart-delay", "node-timeout", "hold-max", "think-max", "check-timeout", "watchdog-timeout"); err != nil {
 				return err
 			}
@@ -87,7 +91,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	f := cmd.Flags()
 	f.StringVar(&cfg.Lock, "lock", "redlock", fmt.Sprintf("lock under test: %v", locks.Names()))
 	lockFlags(f, &cfg)
-	f.StringVar(&cfg.Nemesis, "nemesis", "none", fmt.Sprintf("fault to inject: %v", nemesis.Names()))
+	f.StringVar(&cfg.Nemesis, "nemesis", "none", fmt.Sprintf("faults to inject, NAME[:key=value...] joined by commas (--nemesis help describes each, its parameters and what it needs): %v", nemesis.Names()))
 	f.StringVar(&cfg.Workload, "workload", "mutex", "what the clients do: mutex (acquire, hold, release) or counter (read-modify-write of a counter on a separate resource node)")
 	f.StringVar(&cfg.Guard, "guard", "", "how the counter's resource checks writes: none, fencing (needs --lock fenced) or check-and-set (default none)")
 	f.StringVar(&cfg.Name, "name", "", "name of the run in the store (default LOCK-NEMESIS)")

@@ -51,6 +51,8 @@ func TestRefusalsNameTheFix(t *testing.T) {
 		{[]string{"selftest", "--seeds", "0"}, "--seeds must be at least 1"},
 		{[]string{"run", scenario("s", "nodes: 0\n")}, "nodes: must be at least 1"},
 		{[]string{"run", scenario("other", "")}, `name "s" differs from the file name`},
+		{[]string{"run", "--lock", "redlock", "--nemesis", "pause", "--backend", "external", "--endpoints", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"}, "--nemesis pause pauses a server's process (node signals), and --backend external servers are someone else's: use --backend local or docker, or client-side faults"},
+		{[]string{"run", "--lock", "redlock", "--nemesis", "latency:paths=peers", "--dry-run"}, "drop paths=peers"},
 	}
 	for _, c := range cases {
 		args := append(c.args, "--store", store)
@@ -68,6 +70,20 @@ func TestRefusalsNameTheFix(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(store); len(entries) != 0 {
 		t.Errorf("refused runs left %d entries in the store", len(entries))
+	}
+}
+
+// --nemesis help describes every nemesis from its kind: parameters, defaults and needs.
+func TestNemesisHelp(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(build(t), "run", "--nemesis", "help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nnetcut: cuts a server's own network interface (needs network cuts)", "paths=peers needs peer cuts", "delay=DURATION  how long a killed node stays down (default --restart-delay)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--nemesis help lacks %q", want)
+		}
 	}
 }
 
