@@ -46,6 +46,7 @@ func DryRun(cfg Config) (string, error) {
 	default:
 		p("  %d nodes as child processes on loopback, stopped at the end", len(cfg.layout()))
 	}
+	p("faults this system on backend %s can take: %s", cfg.Backend, strings.Join(cfg.offer.Kinds(), ", "))
 	p("clients: %d processes in %d groups, each group through its own in-harness proxy to every node", cfg.Clients, cfg.ClientGroups)
 	p("keys: %s", strings.Join(cfg.KeyNames(), ", "))
 	etcd := cfg.System == "etcd"
@@ -70,7 +71,7 @@ func DryRun(cfg Config) (string, error) {
 		}
 		plan := n.Plan(nemesis.Seed(cfg.Seed, f.Name()), time.Duration(cfg.TimeLimit))
 		p("nemesis %s: %d operations, then a final heal", f, len(plan))
-		p("  it %s; it needs %s, which backend %s offers on %s", f.Kind.Does, f.Needs(), cfg.Backend, cfg.System)
+		p("  it %s; it needs %s", f.Kind.Does, f.Needs())
 		for _, op := range plan {
 			nodes := strings.Join(op.Nodes, " ")
 			if nodes == "" {

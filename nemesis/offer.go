@@ -150,11 +150,12 @@ func (o Offer) systemsWith(c Capability) []string {
 func (o Offer) otherFaults(refused string) string {
 	var names []string
 	clientSide := true
-	for _, k := range kinds() {
-		if k.Name == "none" || k.Name == refused || !o.Caps.Has(k.Needs) {
+	for _, name := range o.Kinds() {
+		if name == refused {
 			continue
 		}
-		names = append(names, k.Name)
+		k, _ := Lookup(name)
+		names = append(names, name)
 		clientSide = clientSide && k.ClientSide()
 	}
 	if len(names) == 0 {
@@ -167,15 +168,13 @@ func (o Offer) otherFaults(refused string) string {
 	return fmt.Sprintf("%s (%s)", label, strings.Join(names, ", "))
 }
 
-// Has reports whether the offer can host f.
-func (o Offer) Has(f Fault) bool { return o.Caps.Has(f.Needs()) }
-
-// Lacking lists the capabilities of the offer's system that the backend does not offer, with why,
-// for --dry-run.
-func (o Offer) Lacking() []string {
-	var out []string
-	for _, c := range (AllCapabilities &^ o.Caps).Each() {
-		out = append(out, fmt.Sprintf("%s (%s)", c, o.lacks[c].why))
+// Kinds lists the nemeses the offer can host with their default parameters, in the registry's order.
+func (o Offer) Kinds() []string {
+	var names []string
+	for _, k := range kinds() {
+		if k.Name != "none" && o.Caps.Has(k.Needs) {
+			names = append(names, k.Name)
+		}
 	}
-	return out
+	return names
 }
