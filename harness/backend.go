@@ -75,8 +75,9 @@ func openBackend(ctx context.Context, cfg Config) (*containers.Engine, string, e
 }
 
 // resolveExternal checks a run against servers someone else runs: the endpoints make the nodes,
-// only client-side faults apply (resolveBackend checked them), nothing that configures a server may be given, and the keys get a
-// prefix of their own so that the run deletes only what it wrote.
+// only client-side faults apply (resolveBackend checked them against the offer), nothing that
+// configures a server may be given, and the keys get a prefix of their own so that the run deletes
+// only what it wrote.
 func (c *Config) resolveExternal() error {
 	if err := systems.CheckEndpoints(c.Endpoints); err != nil {
 		return err
