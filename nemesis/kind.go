@@ -167,8 +167,7 @@ func (f Fault) Needs() Capability {
 	return f.Kind.Needs | f.paramNeeds()
 }
 
-// paramNeeds are the capabilities the fault's parameter values add, with the parameter text
-// ("paths=peers") that adds each.
+// paramNeeds are the capabilities the fault's parameter values add.
 func (f Fault) paramNeeds() Capability {
 	var c Capability
 	for _, p := range f.Kind.Params {
@@ -281,8 +280,7 @@ func JoinFaults(faults []Fault) string {
 
 // isGroupName reports whether v names a client group: c1, c2, ...
 func isGroupName(v string) bool {
-	n, err := strconv.Atoi(strings.TrimPrefix(v, "c"))
-	return strings.HasPrefix(v, "c") && err == nil && n > 0 && !strings.HasPrefix(v, "c0")
+	return len(v) > 1 && v[0] == 'c' && v[1] != '0' && strings.Trim(v[1:], "0123456789") == ""
 }
 
 // check checks one value against the parameter's type; Params checks it again, with the run's

@@ -56,6 +56,7 @@ func TestParseFaults(t *testing.T) {
 		"pause:duration=forever":  "use one of below (TTL/2), around (TTL), above (2×TTL)",
 		"failover:stall=2":        "stall=2 is not a share",
 		"latency:group=everybody": "not a client group",
+		"partition:group=c0":      "not a client group",
 		"none:x=1":                "none takes no parameters",
 		"pause,pause":             "given twice",
 	} {
