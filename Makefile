@@ -12,7 +12,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test test-long vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test test-long ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
 
 all: build
 
@@ -56,6 +56,14 @@ test: deps browser vet tidy shim
 LONG_TESTS := ^(TestDocker.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
 test-long: deps shim
 	$(GO) test -race -count=1 -timeout 30m -run '$(LONG_TESTS)' ./...
+	@scripts/ssh-hosts.sh selftest
+
+# Test hosts for the SSH backend (issue 27): network namespaces on a bridge, one sshd each, on
+# their own addresses (scripts/ssh-hosts.sh says how, and what it removes); ssh-hosts-down removes them.
+ssh-hosts:
+	@scripts/ssh-hosts.sh up $(or $(HOSTS),3)
+ssh-hosts-down:
+	@scripts/ssh-hosts.sh down
 
 # Headless Chromium for the report's browser test (results: TestReportInBrowser). Installed when
 # this machine may install; without it that one test is skipped and says so.
