@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
 )
 
@@ -25,7 +26,8 @@ type runPage struct {
 	Settings []setting // the rest of config.json, folded
 	Measures []setting
 	Files    []file
-	More     int // files left out of Files
+	More     int      // files left out of Files
+	Links    []string // the run's main files that exist, beside its report
 }
 
 type setting struct{ Key, Value string }
@@ -62,6 +64,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Plan, p.Settings = plan(fsys, dir)
 	p.Files, p.More = files(fsys, dir)
+	for _, f := range []string{results.SummaryFile, results.ResultsFile, history.FileName} {
+		if _, err := fs.Stat(fsys, dir+"/"+f); err == nil {
+			p.Links = append(p.Links, f)
+		}
+	}
 	render(w, "run", p)
 }
 
@@ -111,13 +118,16 @@ func plain(v json.RawMessage) string {
 // measures are the run's figures in the words the report uses.
 func measures(r *checker.Result) []setting {
 	st := r.Stats
-	return []setting{
+	m := []setting{
 		{"held", fmt.Sprintf("%.1f%% of the time (someone held the lock)", 100*st.HeldShare)},
 		{"acquires ok", fmt.Sprintf("%d of %d (%.1f%%)", st.Acquires.OK, st.Acquires.Total(), 100*st.Availability)},
 		{"grants per second", fmt.Sprintf("%.2f", st.GrantsPerSecond)},
 		{"fault windows", fmt.Sprint(len(r.Faults))},
-		{"lock level decided by", r.DecidedBy},
 	}
+	if r.DecidedBy != "" {
+		m = append(m, setting{"lock level decided by", r.DecidedBy})
+	}
+	return m
 }
 
 // files lists the run's files and directories, depth first, at most maxFiles of them.
