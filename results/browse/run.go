@@ -124,6 +124,9 @@ func measures(r *checker.Result) []setting {
 		{"grants per second", fmt.Sprintf("%.2f", st.GrantsPerSecond)},
 		{"fault windows", fmt.Sprint(len(r.Faults))},
 	}
+	if r.Resource != nil {
+		m = append(m, setting{"lock and data", r.Verdicts()})
+	}
 	if r.DecidedBy != "" {
 		m = append(m, setting{"lock level decided by", r.DecidedBy})
 	}
