@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"html"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -97,4 +100,26 @@ func TestVersionMakeBuildStamps(t *testing.T) {
 		t.Errorf("make build's lockpick version printed\n%s\nwant the pseudo-version of %s", out, rev)
 	}
 	t.Logf("%s", out)
+	runRecordsVersion(t, bin, strings.TrimPrefix(strings.SplitN(string(out), "\n", 2)[0], "lockpick "))
+}
+
+// runRecordsVersion makes a short run with bin: its config.json and its report name version.
+func runRecordsVersion(t *testing.T, bin, version string) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server: the run that records the version cannot start")
+	}
+	store := t.TempDir()
+	run := exec.Command(bin, "run", "--lock", "single", "--ttl", "500ms", "--time-limit", "1s", "--recovery", "500ms", "--seed", "1", "--store", store)
+	if out, err := run.CombinedOutput(); exitCode(err) < 0 || exitCode(err) > 2 {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var cfg struct{ Version string }
+	b, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+	if err != nil || json.Unmarshal(b, &cfg) != nil || cfg.Version != version {
+		t.Errorf("config.json records version %q (%v), want %q", cfg.Version, err, version)
+	}
+	page, err := os.ReadFile(filepath.Join(store, "latest", "report.html"))
+	if err != nil || !strings.Contains(html.UnescapeString(string(page)), "<dt>lockpick</dt><dd>"+version+"</dd>") {
+		t.Errorf("the report's header does not name lockpick %s (%v)", version, err)
+	}
 }
