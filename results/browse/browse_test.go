@@ -307,3 +307,27 @@ func TestBrowseFindingsAndTimes(t *testing.T) {
 		t.Error("stampTime took a name that is no time stamp")
 	}
 }
+
+// A library card, as lockpick card writes it, is listed with its lock and headline and has a page
+// of its own that leads back.
+func TestBrowseLibraryCard(t *testing.T) {
+	store := makeStore(t, 1)
+	dir, err := results.NewRunDir(store, "card-single", time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC))
+	must(t, err)
+	card := &results.LibraryCard{Lock: "single", Seeds: []uint64{1},
+		Started: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Version: "v0.0.0-20261126183932-46dafc325a37"}
+	must(t, results.WriteLibraryCard(dir, card))
+	s, err := New(store)
+	must(t, err)
+	defer s.Close()
+	_, body := get(t, s, "/")
+	if card.Headline == "" || !strings.Contains(body, `<a href="/card/card-single/20261122T080000.000Z/card.md">card single</a> <b>`+card.Headline+`</b>`) {
+		t.Error("the index does not list the library card with its lock and headline")
+	}
+	code, body := get(t, s, "/card/card-single/20261122T080000.000Z/card.md")
+	for _, want := range []string{"<h1>lockpick card: single</h1>", "lockpick v0.0.0-20261126183932-46dafc325a37", `<a href="/">`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("card page (%d) lacks %s", code, want)
+		}
+	}
+}

@@ -43,8 +43,7 @@ func (s *Server) card(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot render "+p, http.StatusInternalServerError)
 		return
 	}
-	c := Card{Path: p, Kind: strings.Split(p, "/")[0]}
-	c.Time, _ = stampTime(path.Base(path.Dir(p)))
+	c := readCard(s.root.FS(), path.Dir(p), path.Base(p))
 	render(w, "card", cardPage{Store: s.name, Card: c, Body: template.HTML(s.linkRuns(out.String()))})
 }
 

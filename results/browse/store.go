@@ -47,6 +47,8 @@ type Run struct {
 type Card struct {
 	Path, Kind string
 	Time       time.Time
+	// Lock and Headline are a library card's (card.json): "UNSAFE under: restart".
+	Lock, Headline string
 }
 
 // Runs lists the store's runs newest first, and its cards. Summaries are cached by the size and
@@ -78,8 +80,7 @@ func (s *Server) Runs() ([]Run, []Card, error) {
 				runs = append(runs, run)
 				seen[dir] = true
 			} else if card != "" {
-				t, _ := stampTime(ts.Name())
-				cards = append(cards, Card{Path: dir + "/" + card, Kind: n.Name(), Time: t})
+				cards = append(cards, readCard(fsys, dir, card))
 			}
 		}
 	}
@@ -111,6 +112,18 @@ func (s *Server) entry(dir string) (Run, bool, string) {
 	s.cache[dir] = cached{mod: fi.ModTime(), size: fi.Size(), run: run}
 	s.mu.Unlock()
 	return run, true, ""
+}
+
+// readCard describes the card page md in dir, with its lock and headline when it has a card.json.
+func readCard(fsys fs.FS, dir, md string) Card {
+	kind, stamp, _ := strings.Cut(dir, "/")
+	c := Card{Path: dir + "/" + md, Kind: kind}
+	c.Time, _ = stampTime(stamp)
+	var lc struct{ Lock, Headline string }
+	if b, err := fs.ReadFile(fsys, dir+"/"+results.LibraryCardJSON); err == nil && json.Unmarshal(b, &lc) == nil {
+		c.Lock, c.Headline = lc.Lock, lc.Headline // without it, the card is listed by its directory alone
+	}
+	return c
 }
 
 func cardIn(fsys fs.FS, dir string) string {
