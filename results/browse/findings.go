@@ -7,7 +7,8 @@ import (
 )
 
 // findings name what made a run invalid, kind by kind ("1 pair of overlapping holds", "3 early
-// lease losses"), or why it is unknown; empty for a valid run. The words are the run's summary's.
+// lease losses"), or why it is unknown; empty for a valid run. The words are the run's summary's;
+// once the checker names its findings itself (checker.Tallies), this should ask it instead.
 func findings(r *checker.Result) []string {
 	var out []string
 	add := func(n int, one, many string) {

@@ -120,7 +120,7 @@ func measures(r *checker.Result) []setting {
 	st := r.Stats
 	m := []setting{
 		{"held", fmt.Sprintf("%.1f%% of the time (someone held the lock)", 100*st.HeldShare)},
-		{"acquires ok", fmt.Sprintf("%d of %d (%.1f%%)", st.Acquires.OK, st.Acquires.Total(), 100*st.Availability)},
+		{"acquires ok", fmt.Sprintf("%d of %d (%.1f%%)", st.Acquires.OK, st.Acquires.Total(), 100*acquiresOK(st.Acquires))},
 		{"grants per second", fmt.Sprintf("%.2f", st.GrantsPerSecond)},
 		{"fault windows", fmt.Sprint(len(r.Faults))},
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
 )
@@ -191,7 +192,7 @@ func (s *Server) readRun(dir string, doc *results.Document) Run {
 	res := doc.Result
 	r.Verdict, r.Findings = res.Valid.String(), findings(res)
 	st := res.Stats
-	r.Held, r.AcquiresOK, r.OK, r.Total = st.HeldShare, st.Availability, st.Acquires.OK, st.Acquires.Total()
+	r.Held, r.AcquiresOK, r.OK, r.Total = st.HeldShare, acquiresOK(st.Acquires), st.Acquires.OK, st.Acquires.Total()
 	r.Interrupted = doc.Run.Interrupted || doc.Run.Stopped != ""
 	return r
 }
@@ -206,4 +207,12 @@ func stampTime(name string) (time.Time, bool) {
 	}
 	t, err := time.Parse(stampLayout, name)
 	return t, err == nil
+}
+
+// acquiresOK is the share of acquires that completed ok, from the counts themselves.
+func acquiresOK(c checker.Counts) float64 {
+	if c.Total() == 0 {
+		return 0
+	}
+	return float64(c.OK) / float64(c.Total())
 }
