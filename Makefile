@@ -1,8 +1,14 @@
 # lockpick: make demo | make test | make test-long | make newcomer | make bench | one target per scenario.
 GO      ?= go
 BIN     := bin/lockpick
-REV     := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-LDFLAGS := -X main.revision=$(REV)
+# The version lockpick version prints and every run records: go build stamps it from git
+# (-buildvcs=auto, whatever GOFLAGS says), except in a git worktree, whose .git is a file the go
+# command does not recognise; these -ldflags stamp the same facts there. Outside git: unstamped.
+REV     := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := $(if $(REV),-X main.vcsRevision=$(REV) \
+	-X main.vcsTime=$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) \
+	-X main.vcsModified=$(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo false || echo true) \
+	-X main.vcsTag=$(shell git describe --tags --exact-match HEAD 2>/dev/null))
 STORE   ?= store
 # Extra flags for scenario targets, e.g. make redlock-restart ARGS='--seed 7'
 ARGS    ?=
@@ -21,7 +27,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: shim
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
+	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
 
 # The LD_PRELOAD clock shim the clock nemesis starts nodes with; lockpick finds it beside its binary.
 # (Without it, lockpick compiles the same source, embedded, into the user cache on first use.)

@@ -8,6 +8,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/bsm/redislock v0.9.4
 	github.com/containerd/errdefs v1.0.0
+	github.com/dustin/go-humanize v1.0.1
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/mdlayher/netlink v1.11.2
 	github.com/moby/moby/api v1.56.1

@@ -140,7 +140,10 @@ type Config struct {
 	// into lockpick, for a built-in lock "lockpick NAME" at Revision. It is known once the clients
 	// start: config.json is written again then.
 	Library *history.Library `json:"library,omitempty"`
-	// Revision is the git revision lockpick was built from; Command is how it was invoked.
+	// Version is the lockpick version to cite (a release tag, or a pseudo-version naming the
+	// commit: lockpick version prints it); Revision is the whole git revision it was built from;
+	// Command is how it was invoked.
+	Version  string   `json:"version,omitempty"`
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
 }

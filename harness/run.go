@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	libs := newLibraries(kind, cfg.Revision)
+	libs := newLibraries(kind, cmp.Or(cfg.Version, cfg.Revision))
 	cfg.Library = libs.library() // a client program names itself once it runs
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}

@@ -64,7 +64,8 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 			if store, err = filepath.Abs(store); err != nil {
 				return fmt.Errorf("--store: %w", err)
 			}
-			cfg.Store, cfg.Revision, cfg.Command = store, revision, cmdLine()
+			cfg.Store, cfg.Command = store, cmdLine()
+			stampConfig(&cfg)
 			base := cardBase(cfg)
 			rows, err := batteryFor(base)
 			if err != nil {

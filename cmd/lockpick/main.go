@@ -17,9 +17,6 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// revision is the git revision, set by the Makefile with -ldflags.
-var revision = "unknown"
-
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
@@ -71,7 +68,7 @@ injects faults, records every operation, and checks the history with porcupine.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       buildVersion(),
+		Version:       versionText(buildStamp()),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())

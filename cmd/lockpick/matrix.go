@@ -67,7 +67,8 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
 			base.NodeTimeout, base.HoldMax, base.ThinkMax = harness.Duration(nodeTimeout), harness.Duration(holdMax), harness.Duration(thinkMax)
 			base.RestartDelay = harness.Duration(restartDelay)
-			base.Revision, base.Command = revision, cmdLine()
+			base.Command = cmdLine()
+			stampConfig(&base)
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
 			known, _ := scenarios.All() // without them, cells just carry no expectation
 			var cells []*results.Cell
@@ -87,7 +88,7 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if err != nil {
 				return err
 			}
-			card := &results.Card{Started: started, Revision: revision, Command: cmdLine(), Settings: map[string]string{
+			card := &results.Card{Started: started, Revision: base.Revision, Version: base.Version, Command: cmdLine(), Settings: map[string]string{
 				"ttl": ttl.String(), "time limit": timeLimit.String(), "clients": fmt.Sprint(base.Clients),
 				"keys": fmt.Sprint(base.Keys), "client groups": fmt.Sprint(base.ClientGroups), "fault interval": interval.String(),
 			}}

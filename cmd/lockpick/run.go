@@ -52,7 +52,7 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 			if !cmd.Flags().Changed("seed") {
 				cfg.Seed = randomSeed()
 			}
-			cfg.Revision = revision
+			stampConfig(&cfg)
 			cfg.Command = cmdLine()
 			if dryRun {
 				text, err := harness.DryRun(cfg)

@@ -79,7 +79,8 @@ func settledByAViolation(e scenarios.Expectation) bool {
 // config is scenario s's run with the overrides applied.
 func (o scenarioOverrides) config(s scenarios.Scenario) harness.Config {
 	cfg := s.Config
-	cfg.Name, cfg.Revision, cfg.Command = s.Name, revision, cmdLine()
+	cfg.Name, cfg.Command = s.Name, cmdLine()
+	stampConfig(&cfg)
 	if o.store != "" {
 		cfg.Store = o.store
 	}
