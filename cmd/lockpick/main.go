@@ -48,7 +48,10 @@ func run(args []string) int {
 	}()
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := unknownCommand(root, args)
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
 	var ee exitError
 	switch {
 	case err == nil:
@@ -74,6 +77,8 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashe
 		Version:       buildVersion(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	root.SuggestionsMinimumDistance = 2
 	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())
 	addCompletions(root)
 	return root
