@@ -259,10 +259,12 @@ func (v *OptionValue) Set(s string) error {
 		}
 		*p = Duration(d)
 	case *[]string:
+		*p = splitList(s)
 		if v.opt.Words {
 			*p = strings.Fields(s)
-		} else {
-			*p = splitList(s)
+		}
+		if len(*p) == 0 {
+			*p = nil // nothing given is no list, as an unset field
 		}
 	}
 	return nil
