@@ -79,7 +79,7 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashe
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(flagError)
 	root.SuggestionsMinimumDistance = 2
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd(), newOptionsTopic())
 	addCompletions(root)
 	return root
 }

@@ -199,6 +199,12 @@ func example(fl *pflag.Flag) string {
 // unknownCommand refuses a first word that is no command, naming the nearest one; cobra's own
 // message spans several lines.
 func unknownCommand(root *cobra.Command, args []string) error {
+	if len(args) > 0 && strings.HasPrefix(args[0], "__") {
+		return nil // the shell's completion requests, which cobra adds when it runs
+	}
+	// help and completion are added when cobra runs; add them now, to be found.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
 	c, rest, err := root.Find(args)
 	if err == nil || c != root || len(rest) == 0 {
 		return nil
@@ -207,4 +213,37 @@ func unknownCommand(root *cobra.Command, args []string) error {
 		return fmt.Errorf("unknown command %q: did you mean lockpick %s? (lockpick --help lists the commands)", rest[0], s[0])
 	}
 	return fmt.Errorf("unknown command %q: lockpick --help lists the commands", rest[0])
+}
+
+// newOptionsTopic is `lockpick help options`: the table of run options, made from harness.Options
+// like --help, for the docs' list of flags and scenario fields.
+func newOptionsTopic() *cobra.Command {
+	return &cobra.Command{Use: "options", Short: "The options of a run: each flag, its scenario file field, default and commands", Long: optionsDoc()}
+}
+
+// optionsDoc renders harness.Options as a markdown table.
+func optionsDoc() string {
+	var b strings.Builder
+	b.WriteString("Each option of a run is a flag and, where a scenario file may set it, a field of the file.\n")
+	b.WriteString("With a scenario file only the options marked \"with a file\" may be given as flags.\n\n")
+	b.WriteString("| flag | scenario field | type | default | commands | what it sets |\n|---|---|---|---|---|---|\n")
+	for _, o := range harness.Options() {
+		key := "`" + o.Key + ":`"
+		if o.Key == "" {
+			key = "none: " + o.NoKey
+		}
+		if o.Required {
+			key += " (required)"
+		}
+		commands := strings.Join(o.Commands, ", ")
+		if o.WithFile {
+			commands += "; with a file"
+		}
+		def := ""
+		if o.Default != "" {
+			def = "`" + o.Default + "`"
+		}
+		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s | %s | %s |\n", o.Name, key, o.Kind(), def, commands, strings.ReplaceAll(o.Help, "|", "\\|"))
+	}
+	return b.String()
 }

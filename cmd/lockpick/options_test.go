@@ -67,6 +67,7 @@ func TestFlagErrorsSayWhatIsWanted(t *testing.T) {
 		{[]string{"run", "x.yaml", "--name", "n"}, "drop --name (a scenario's name is its own name: field)"},
 		{[]string{"run", "--nodes", "0"}, "--nodes 0: give a positive value, or leave --nodes out for its default"},
 		{[]string{"rnu"}, `unknown command "rnu": did you mean lockpick run?`},
+		{[]string{"scenaro"}, `did you mean lockpick scenario?`},
 		{[]string{"matrix", "--seeds", "1,x"}, `"x" is not a seed`},
 		{[]string{"matrix", "--seeds", "1,2,3", "--nemeses", "clock:target=nowhere"}, "--nemesis: "},
 		{[]string{"matrix", "--first-seed", "4"}, "use --seeds 4-6"},
@@ -105,5 +106,26 @@ func TestCardCompletesLocks(t *testing.T) {
 	got, d = complete(t, "card", "redlock", "")
 	if len(got) != 0 || d&cobra.ShellCompDirectiveNoFileComp == 0 {
 		t.Errorf("card redlock <TAB>: %v, directive %d", got, d)
+	}
+}
+
+// `lockpick help options` lists every option with its field or why a file has none.
+func TestOptionsTopicListsEveryOption(t *testing.T) {
+	for _, args := range [][]string{{"help", "options"}, {"completion", "bash"}, {"__complete", "run", "--lo"}} {
+		if err := unknownCommand(newRoot(), args); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	doc := execute(t, "help", "options")
+	for _, o := range harness.Options() {
+		row := "| `--" + o.Name + "` | "
+		if o.Key != "" {
+			row += "`" + o.Key + ":`"
+		} else {
+			row += "none: " + o.NoKey
+		}
+		if !strings.Contains(doc, row) {
+			t.Errorf("help options lacks %q", row)
+		}
 	}
 }

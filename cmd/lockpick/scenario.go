@@ -175,7 +175,7 @@ func newScenarioCmd() *cobra.Command {
 		Long: `scenario runs each named scenario (all built-in ones when none is named) and exits 0 when
 every outcome is the expected one, 1 when any differs, 255 when a run could not start or crashed.
 The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is read from disk.`,
-		Example: "  lockpick scenario redlock-restart --seed 3\n  lockpick scenario scenarios/redlock-clock-majority.yaml\n  lockpick scenario --list",
+		Example: "  lockpick scenario redlock-restart --seed 3\n  lockpick scenario scenarios/redlock-clock-forward-majority.yaml\n  lockpick scenario --list",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
 			var chosen []scenarios.Scenario
