@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -127,5 +129,36 @@ func TestOptionsTopicListsEveryOption(t *testing.T) {
 		if !strings.Contains(doc, row) {
 			t.Errorf("help options lacks %q", row)
 		}
+	}
+}
+
+// The README's table of run flags names only flags run has, with the table's defaults where it
+// quotes one (a flag whose default Resolve decides, such as --guard's, has none to compare).
+func TestReadmeFlagTableIsTrue(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := newRunCmd()
+	rows := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		rows++
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`-")
+		fl := run.Flags().Lookup(name)
+		if fl == nil {
+			t.Errorf("README's flag table has --%s, which run does not take", name)
+			continue
+		}
+		def := strings.TrimSpace(cells[2])
+		if strings.HasPrefix(def, "`") && fl.DefValue != "" && strings.Trim(def, "`") != fl.DefValue {
+			t.Errorf("README gives --%s the default %s, run's is %q", name, def, fl.DefValue)
+		}
+	}
+	if rows < 10 {
+		t.Fatalf("found %d rows of the README's flag table: has it moved?", rows)
 	}
 }
