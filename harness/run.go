@@ -392,7 +392,7 @@ func (c *Config) plan() *history.Plan {
 	p := &history.Plan{
 		Lock: c.Lock, Workload: c.Workload, Keys: c.KeyNames(), Clients: c.Clients,
 		TTL: int64(c.TTL), TimeLimit: int64(c.TimeLimit), Recovery: int64(c.Recovery), Seed: c.Seed,
-		Expiry: int64(c.Expiry()),
+		Expiry: int64(c.Expiry()), Scenario: c.Spelling.File,
 	}
 	for _, s := range c.Specs() {
 		p.Nemeses = append(p.Nemeses, s.String())

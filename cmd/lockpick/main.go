@@ -45,7 +45,10 @@ func run(args []string) int {
 	}()
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := unknownCommand(root, args)
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
 	var ee exitError
 	switch {
 	case err == nil:
@@ -71,7 +74,9 @@ Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashe
 		Version:       versionText(buildStamp()),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())
+	root.SetFlagErrorFunc(flagError)
+	root.SuggestionsMinimumDistance = 2
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd(), newOptionsTopic())
 	addCompletions(root)
 	return root
 }
