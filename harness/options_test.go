@@ -42,7 +42,7 @@ func TestOptionsTableIsWhole(t *testing.T) {
 // Every field a user sets has its row: a Config field with a JSON name and no row is a setting that
 // can only be reached from Go (the run's own records are listed here).
 func TestEveryUserFieldHasAnOption(t *testing.T) {
-	recorded := map[string]bool{"Etcd": true, "KeyPrefix": true, "Library": true, "Revision": true, "Command": true, "Spelling": true}
+	recorded := map[string]bool{"Etcd": true, "KeyPrefix": true, "Library": true, "Revision": true, "Version": true, "Command": true, "Spelling": true}
 	var c Config
 	set := map[uintptr]bool{}
 	for _, o := range Options() {
