@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
@@ -24,8 +25,11 @@ type Link struct {
 	Addr     string
 	Upstream string
 
-	mu    sync.Mutex // guards proxy, which Renew replaces
-	proxy *toxiproxy.Proxy
+	set *Set
+
+	mu     sync.Mutex // guards proxy, which Renew replaces, and toxics
+	proxy  *toxiproxy.Proxy
+	toxics map[string]Toxic // what AddToxic placed and no removal took off yet
 }
 
 func (l *Link) px() *toxiproxy.Proxy {
@@ -53,7 +57,7 @@ func New() *Set {
 
 // Add starts a proxy from group to the node at upstream, listening on a free loopback port.
 func (s *Set) Add(group, node, upstream string) (*Link, error) {
-	l := &Link{Group: group, Node: node, Upstream: upstream}
+	l := &Link{Group: group, Node: node, Upstream: upstream, set: s, toxics: map[string]Toxic{}}
 	px := toxiproxy.NewProxy(s.server, l.Name(), "127.0.0.1:0", upstream)
 	if err := s.server.Collection.Add(px, true); err != nil {
 		return nil, fmt.Errorf("start link %s: %w", l.Name(), err)
@@ -105,22 +109,59 @@ func (l *Link) AddToxic(t Toxic) error {
 	if t.Toxicity == 0 {
 		t.Toxicity = 1
 	}
+	if err := addToxic(l.px(), t); err != nil {
+		return fmt.Errorf("add toxic %s to link %s: %w", t.Name, l.Name(), err)
+	}
+	l.mu.Lock()
+	l.toxics[t.Name] = t
+	l.mu.Unlock()
+	return nil
+}
+
+func addToxic(px *toxiproxy.Proxy, t Toxic) error {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("encode toxic %s: %w", t.Name, err)
+		return fmt.Errorf("encode: %w", err)
 	}
-	if _, err := l.px().Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
-		return fmt.Errorf("add toxic %s to link %s: %w", t.Name, l.Name(), err)
+	_, err = px.Toxics.AddToxicJson(bytes.NewReader(b))
+	return err
+}
+
+// RemoveBound is how long a toxic's removal may take before the link is renewed instead. Removing
+// a toxic that held data makes toxiproxy flush it, one chunk at a time, into the connections; when
+// the far end died meanwhile each chunk waits 5 s for a writer that is gone, under the proxy's
+// lock (Shopify/toxiproxy#558): 50 held chunks took 4 minutes here. A heal must not wait that long.
+const RemoveBound = 2 * time.Second
+
+// RemoveToxic removes a toxic by name. A removal that does not finish within RemoveBound renews the
+// link (its connections close, as a dead peer's would) and puts back the link's other toxics.
+func (l *Link) RemoveToxic(ctx context.Context, name string) error {
+	px := l.px()
+	done := make(chan error, 1)
+	go func() { done <- px.Toxics.RemoveToxic(ctx, name) }()
+	bound := time.NewTimer(RemoveBound)
+	defer bound.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("remove toxic %s from link %s: %w", name, l.Name(), err)
+		}
+		l.forget(name)
+		return nil
+	case <-bound.C:
+	}
+	// The stuck flush is left to end when the old proxy's connections close.
+	l.forget(name)
+	if err := l.set.renewKeeping(l); err != nil {
+		return fmt.Errorf("remove toxic %s from link %s: the removal hung, and %w", name, l.Name(), err)
 	}
 	return nil
 }
 
-// RemoveToxic removes a toxic by name.
-func (l *Link) RemoveToxic(ctx context.Context, name string) error {
-	if err := l.px().Toxics.RemoveToxic(ctx, name); err != nil {
-		return fmt.Errorf("remove toxic %s from link %s: %w", name, l.Name(), err)
-	}
-	return nil
+func (l *Link) forget(name string) {
+	l.mu.Lock()
+	delete(l.toxics, name)
+	l.mu.Unlock()
 }
 
 // Renew closes every connection through the link and drops its toxics at once, keeping its address:
@@ -130,6 +171,32 @@ func (l *Link) RemoveToxic(ctx context.Context, name string) error {
 // 5 s, for as long as the live end keeps sending: a minute and more for a replica's stalled link.
 // The stuck chunks' goroutines are left behind.
 func (s *Set) Renew(l *Link) error {
+	if err := s.renew(l); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	clear(l.toxics)
+	l.mu.Unlock()
+	return nil
+}
+
+// renewKeeping renews the link and puts its toxics back on the new proxy: what a bounded removal
+// does, so that the other faults on the link stay in effect.
+func (s *Set) renewKeeping(l *Link) error {
+	if err := s.renew(l); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range l.toxics {
+		if err := addToxic(l.proxy, t); err != nil {
+			return fmt.Errorf("put toxic %s back on link %s: %w", t.Name, l.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (s *Set) renew(l *Link) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.server.Collection.Remove(l.Name()); err != nil {
