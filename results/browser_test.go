@@ -69,6 +69,14 @@ window.addEventListener("load", function () { setTimeout(function () {
     });
     d.faults.forEach(function (r) { if (r[2] - r[0] < MIN) c.thin.push((r[2] - r[0]).toFixed(1) + "px at x=" + Math.round(r[0])); });
   }
+  var ax = document.querySelector("#whole-run canvas.tl-axis"), a = ax && ax.drawn;
+  if (a) {
+    c.labels += a.length;
+    a.forEach(function (l, i) {
+      if (outside(l, ax.clientWidth, ax.clientHeight)) c.clipped.push("axis " + JSON.stringify(l[4]) + " at " + l.slice(0, 4).map(Math.round));
+      for (var j = i + 1; j < a.length; j++) if (hits(l, a[j])) c.overlaps.push("axis " + JSON.stringify(l[4]) + " and " + JSON.stringify(a[j][4]));
+    });
+  }
   var pre = document.createElement("pre"); pre.id = "probe"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 }, 0); });

@@ -15,7 +15,7 @@
   // the tooltip gives its real times.
   var MIN_FAULT = 6;
   // What the last draw put where: the text labels and the fault windows of the node lanes, so that
-  // labels never collide (and the browser test can check they do not).
+  // labels never collide (and the browser test can check they do not); axis.drawn has the axis's.
   var drawn = { labels: [], faults: [] };
   canvas.drawn = drawn;
 
@@ -191,19 +191,27 @@
   }
 
   function drawAxis() {
-    var g = axis.getContext("2d"), w = axis.clientWidth;
+    var g = axis.getContext("2d"), w = axis.clientWidth, boxes = [];
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, 26);
-    g.font = "11px system-ui, sans-serif"; g.fillStyle = "#5f6877"; g.textAlign = "center";
+    g.font = "11px system-ui, sans-serif"; g.fillStyle = "#5f6877"; g.textAlign = "left"; g.textBaseline = "middle";
+    function put(text, x) {
+      var tw = g.measureText(text).width;
+      if (boxes.length && x < boxes[boxes.length - 1][2] + 4) return;
+      g.fillText(text, x, 10);
+      boxes.push([x, 4, x + tw, 16, text]);
+    }
+    put("run time →", 2);
     var raw = (v1 - v0) / 10, p = Math.pow(10, Math.floor(Math.log10(raw))), step = p;
     [1, 2, 5, 10].some(function (m) { step = m * p; return step >= raw; });
     var dec = Math.max(0, Math.ceil(-Math.log10(step / 1e6)));
     for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
-      var x = X(t);
+      var x = X(t), text = (t / 1e6).toFixed(dec) + "s", tw = g.measureText(text).width;
       g.fillRect(x, 18, 1, 8);
-      g.fillText((t / 1e6).toFixed(dec) + "s", x, 10);
+      // Centred on its tick, but never past the right edge (the run's last tick is at it).
+      put(text, Math.min(x - tw / 2, w - 2 - tw));
     }
-    g.textAlign = "left"; g.fillText("run time →", 2, 10);
+    axis.drawn = boxes;
   }
 
   function zoom(factor, at) {
