@@ -270,8 +270,42 @@ func TestLostUpdatesLocated(t *testing.T) {
 // A run in which no acquire completed (its clients never got to work) still gets its report: the
 // latency plot's log axis has nothing to span, and must not fail the run that was checked.
 func TestReportOfARunWithoutAcquires(t *testing.T) {
-	dir, _ := writeRun(t, &synth{clients: 3, duration: 0}, map[string]any{"lock": "py-tooz"})
+	dir, res := writeRun(t, &synth{clients: 3, duration: 0}, map[string]any{"lock": "py-tooz"})
 	if _, err := os.Stat(filepath.Join(dir, LatencyPlotFile)); err != nil {
 		t.Fatalf("no latency plot: %v", err)
+	}
+	// Its verdict is unknown, and the page says why under the verdict, not only in the evidence.
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Valid != checker.Unknown || !strings.Contains(string(b), `<div class="why">`+htmlText(res.UnknownReason)+`</div>`) {
+		t.Errorf("verdict %s: the header should give the reason it is unknown, %q", res.Valid, res.UnknownReason)
+	}
+}
+
+// The page leads with the whole run, then the first violation; the others are folded behind one
+// line that counts them, and the evidence comes after the plots. (The browser test measures where
+// they land; this holds where no Chromium is.)
+func TestReportOrder(t *testing.T) {
+	dir, res := writeRun(t, &synth{clients: 10, duration: 10000 * ms, violations: 3}, config(10))
+	if res.ViolationCount != 3 {
+		t.Fatalf("the synthetic history should hold 3 violations, got %d", res.ViolationCount)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, last := string(b), -1
+	for _, want := range []string{`id="whole-run"`, `id="violation-1"`, `<details class="rest"`, "<summary>2 more violations</summary>",
+		`id="violation-2"`, `id="violation-3"`, `</details>`, `class="plots"`, `class="evidence"`} {
+		i := strings.Index(page, want)
+		if i < 0 {
+			t.Fatalf("report.html lacks %s", want)
+		}
+		if i < last {
+			t.Errorf("%s comes before what should precede it", want)
+		}
+		last = i
 	}
 }
