@@ -18,8 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
@@ -128,26 +130,52 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	return writeResults(dir, res, info, func() error { return WriteReport(dir, res, info) })
 }
 
+// writeResults writes the record, then the files derived from it; it stops at the first failure.
 func writeResults(dir string, res *checker.Result, info RunInfo, report func() error) error {
-	if err := WriteJSON(dir, ResultsFile, Document{Result: res, Run: info}); err != nil {
+	if err := writeRecord(dir, res, info); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, SummaryFile), []byte(Summary(res, info))); err != nil {
-		return err
+	return errors.Join(writeDerived(dir, res, info, report)...)
+}
+
+// writeRecord writes results.json, the record of the verdict that every other file is derived from.
+func writeRecord(dir string, res *checker.Result, info RunInfo) error {
+	return WriteJSON(dir, ResultsFile, Document{Result: res, Run: info})
+}
+
+// writeDerived writes summary.txt, the visualizations and the report. Each is tried even when one
+// before it failed (a report too large for what is left on the disk says nothing of the summary),
+// and every failure is returned.
+func writeDerived(dir string, res *checker.Result, info RunInfo, report func() error) []error {
+	var errs []error
+	try := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
+	try(WriteFileAtomic(filepath.Join(dir, SummaryFile), []byte(Summary(res, info))))
 	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
-		return fmt.Errorf("write visualization: %w", err)
+		try(fmt.Errorf("write visualization: %w", err))
 	}
-	if err := report(); err != nil {
-		return err
+	try(report())
+	if res.Resource != nil {
+		if err := writeAtomic(filepath.Join(dir, ResourceVisualizationFile), res.Resource.Visualize); err != nil {
+			try(fmt.Errorf("write resource visualization: %w", err))
+		}
 	}
-	if res.Resource == nil {
-		return nil
+	return errs
+}
+
+// WriteFix names what to do about a file of the store that could not be written, for the warning
+// that follows a verdict already said.
+func WriteFix(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "free space under the store or choose another --store"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return "make the store writable or choose another --store"
 	}
-	if err := writeAtomic(filepath.Join(dir, ResourceVisualizationFile), res.Resource.Visualize); err != nil {
-		return fmt.Errorf("write resource visualization: %w", err)
-	}
-	return nil
+	return "choose another --store"
 }
 
 // Summary is summary.txt: the checker's summary with what the harness saw of the run.

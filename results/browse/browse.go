@@ -65,14 +65,18 @@ type Run struct {
 	Seed     uint64
 	// Verdict is valid, invalid or unknown; "unchecked" when results.json is missing (a run in
 	// progress, or one killed before its check).
-	Verdict      string
-	Violations   int
-	LostUpdates  int64
-	StaleWrites  int
-	Availability float64
-	OKAcquires   int
-	Interrupted  bool
-	HasReport    bool
+	Verdict     string
+	Violations  int
+	LostUpdates int64
+	StaleWrites int
+	// Findings names what made the run invalid ("1 early lease loss"); Held is the share of the
+	// run's time some client held the lock, AcquiresOK the share of acquires granted.
+	Findings    string
+	Held        float64
+	AcquiresOK  float64
+	OKAcquires  int
+	Interrupted bool
+	HasReport   bool
 }
 
 // Card is a report card (store/matrix/<timestamp>/report.md, or any other markdown page in a
@@ -206,18 +210,7 @@ func (s *Server) readRun(dir string, checked bool) Run {
 		return r
 	}
 	var doc struct {
-		Valid          checker.Verdict `json:"valid"`
-		ViolationCount int             `json:"violation_count"`
-		Stats          struct {
-			Availability float64 `json:"availability"`
-			Acquires     struct {
-				OK int `json:"ok"`
-			} `json:"acquires"`
-		} `json:"stats"`
-		Resource *struct {
-			LostUpdates     int64 `json:"lost_updates"`
-			StaleWriteCount int   `json:"stale_write_count"`
-		} `json:"resource"`
+		checker.Result
 		Run struct {
 			Interrupted bool `json:"interrupted"`
 		} `json:"run"`
@@ -227,8 +220,12 @@ func (s *Server) readRun(dir string, checked bool) Run {
 		r.Verdict = "unreadable"
 		return r
 	}
-	r.Verdict, r.Violations = doc.Valid.String(), doc.ViolationCount
-	r.Availability, r.OKAcquires, r.Interrupted = doc.Stats.Availability, doc.Stats.Acquires.OK, doc.Run.Interrupted
+	st := doc.Stats
+	r.Verdict, r.Violations, r.Findings = doc.Valid.String(), doc.ViolationCount, checker.Phrases(doc.Tallies())
+	r.Held, r.OKAcquires, r.Interrupted = st.HeldShare, st.Acquires.OK, doc.Run.Interrupted
+	if n := st.Acquires.Total(); n > 0 {
+		r.AcquiresOK = float64(st.Acquires.OK) / float64(n) // from the counts, so older stores show it too
+	}
 	if doc.Resource != nil {
 		r.LostUpdates, r.StaleWrites = doc.Resource.LostUpdates, doc.Resource.StaleWriteCount
 	}
