@@ -268,7 +268,7 @@ func (r *Result) Summary() string {
 		porc = fmt.Sprintf("lock model: porcupine %s, %d segments; counter model: porcupine %s, %d segments",
 			r.Porcupine, r.Segments, r.Resource.Porcupine, r.Resource.Segments)
 	}
-	fmt.Fprintf(&b, "checked: valid=%s; %s; in %s\n", r.Valid.jsonWord(), porc, r.CheckDuration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "checked in %s: valid=%s; %s\n", r.CheckDuration.Round(time.Millisecond), r.Valid.jsonWord(), porc)
 	fmt.Fprintf(&b, "lock level decided by: %s\n", r.DecidedBy)
 	fmt.Fprintf(&b, "evidence (valid needs all of it; invalid needs none):\n")
 	for _, line := range r.Evidence.Lines() {
