@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -178,28 +179,33 @@ func WriteFix(err error) string {
 	return "choose another --store"
 }
 
-// Summary is summary.txt: the checker's summary with what the harness saw of the run.
+// Summary is summary.txt: the checker's summary with what the harness saw of the run. Its first
+// lines are the verdict and the first finding, as the terminal showed them.
 func Summary(res *checker.Result, info RunInfo) string {
-	summary := res.Summary()
-	if l := info.Library; l != nil {
-		summary = "library: " + l.String() + "\n" + summary
-		for _, n := range l.Notes {
-			summary += "library note: " + n + "\n"
-		}
-	}
+	verdict := res.VerdictLines()
+	rest := strings.TrimPrefix(res.Summary(), verdict)
+	var b strings.Builder
+	b.WriteString(verdict)
 	switch {
 	case info.Stopped != "":
-		summary = "The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n" + summary
+		b.WriteString("The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n")
 	case info.Interrupted:
-		summary = "The run was interrupted; this verdict covers the history recorded until then.\n" + summary
+		b.WriteString("The run was interrupted; this verdict covers the history recorded until then.\n")
 	}
+	if l := info.Library; l != nil {
+		b.WriteString("library: " + l.String() + "\n")
+		for _, n := range l.Notes {
+			b.WriteString("library note: " + n + "\n")
+		}
+	}
+	b.WriteString(rest)
 	for _, e := range info.Errors {
-		summary += "run error: " + e + "\n"
+		b.WriteString("run error: " + e + "\n")
 	}
 	for _, w := range info.Warnings {
-		summary += "warning: " + w + "\n"
+		b.WriteString("warning: " + w + "\n")
 	}
-	return summary
+	return b.String()
 }
 
 // writeAtomic streams a report into path through an AtomicFile.
