@@ -523,17 +523,11 @@ func (r *Result) Verdicts() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock: %s", r.LockValid)
 	var extra []string
-	if r.ViolationCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d violations", r.ViolationCount))
-	}
-	if r.TokenRegressionCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d token regressions", r.TokenRegressionCount))
-	}
-	if r.EarlyLossCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d early lease losses", r.EarlyLossCount))
-	}
-	if r.LateExtendCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d late extends", r.LateExtendCount))
+	for _, t := range []Tally{{FindingViolation, r.ViolationCount}, {FindingTokenRegression, r.TokenRegressionCount},
+		{FindingEarlyLoss, r.EarlyLossCount}, {FindingLateExtend, r.LateExtendCount}} {
+		if t.Count > 0 {
+			extra = append(extra, Phrase(t.Kind, t.Count))
+		}
 	}
 	if r.OverrunCount > 0 {
 		extra = append(extra, fmt.Sprintf("with %d overruns", r.OverrunCount))
@@ -544,9 +538,9 @@ func (r *Result) Verdicts() string {
 	if res := r.Resource; res != nil {
 		fmt.Fprintf(&b, ", data: %s", res.Valid)
 		if res.HasFinal {
-			fmt.Fprintf(&b, ", %d lost updates", res.LostUpdates)
+			fmt.Fprintf(&b, ", %s", Phrase(FindingLostUpdate, int(res.LostUpdates)))
 		}
-		fmt.Fprintf(&b, ", %d stale writes accepted", res.StaleWriteCount)
+		fmt.Fprintf(&b, ", %s accepted", Phrase(FindingStaleWrite, res.StaleWriteCount))
 	}
 	return b.String()
 }

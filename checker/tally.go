@@ -72,8 +72,11 @@ func nouns(kind string) (one, many string) {
 	return kind, kind
 }
 
-// FindingName names one finding of a kind: "early lease loss", "pair of overlapping holds".
+// FindingName names one finding of a kind: "early lease loss", "overlapping holds".
 func FindingName(kind string) string {
+	if kind == FindingViolation {
+		return "overlapping holds"
+	}
 	one, _ := nouns(kind)
 	return one
 }

@@ -113,19 +113,19 @@ func Headline(res *checker.Result) string {
 		if why == "" {
 			why = v.Description
 		}
-		parts = append(parts, fmt.Sprintf("%d violations; the first at %s: %s", res.ViolationCount, checker.FormatTime(v.OverlapStart), why))
+		parts = append(parts, fmt.Sprintf("%s; the first at %s: %s", checker.Phrase(checker.FindingViolation, res.ViolationCount), checker.FormatTime(v.OverlapStart), why))
 	}
 	if res.TokenRegressionCount > 0 {
-		parts = append(parts, fmt.Sprintf("%d token regressions", res.TokenRegressionCount))
+		parts = append(parts, checker.Phrase(checker.FindingTokenRegression, res.TokenRegressionCount))
 	}
 	if res.EarlyLossCount > 0 && len(res.EarlyLosses) > 0 {
-		parts = append(parts, fmt.Sprintf("%d early lease losses; the first: %s", res.EarlyLossCount, res.EarlyLosses[0].Description))
+		parts = append(parts, fmt.Sprintf("%s; the first: %s", checker.Phrase(checker.FindingEarlyLoss, res.EarlyLossCount), res.EarlyLosses[0].Description))
 	}
 	if res.LateExtendCount > 0 {
-		parts = append(parts, fmt.Sprintf("%d late extends", res.LateExtendCount))
+		parts = append(parts, checker.Phrase(checker.FindingLateExtend, res.LateExtendCount))
 	}
 	if rr := res.Resource; rr != nil && rr.Valid != checker.Valid {
-		parts = append(parts, fmt.Sprintf("data: %d lost updates, %d stale writes accepted", rr.LostUpdates, rr.StaleWriteCount))
+		parts = append(parts, fmt.Sprintf("data: %s, %s accepted", checker.Phrase(checker.FindingLostUpdate, int(rr.LostUpdates)), checker.Phrase(checker.FindingStaleWrite, rr.StaleWriteCount)))
 	}
 	parts = append(parts, res.Errors...)
 	if len(parts) == 0 {
