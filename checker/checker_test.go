@@ -184,8 +184,8 @@ func TestFailAndInfoAcquiresMakeNoHolds(t *testing.T) {
 	if r.Stats.Releases != (Counts{OK: 1}) || r.Stats.Processes != 3 {
 		t.Errorf("releases %+v, processes %d", r.Stats.Releases, r.Stats.Processes)
 	}
-	if got := r.Stats.Availability; got < 0.333 || got > 0.334 {
-		t.Errorf("availability %v, want 1/3", got)
+	if got := r.Stats.AcquiresOKShare; got < 0.333 || got > 0.334 {
+		t.Errorf("acquires ok %v, want 1/3", got)
 	}
 	if r.Stats.LatencyOK.Max != 10 || r.Stats.LatencyAll.Max != 180 || r.Stats.LatencyAll.Count != 3 {
 		t.Errorf("latencies ok %+v all %+v", r.Stats.LatencyOK, r.Stats.LatencyAll)

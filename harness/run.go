@@ -56,6 +56,10 @@ type Outcome struct {
 	Notes []string
 	// Library is the library the run tested (Config.Library).
 	Library *history.Library
+	// Unwritten are the run's files that could not be written once it had its verdict (a full
+	// disk), each with the fix; the verdict stands. A run whose results.json is among them is not
+	// linked as store/latest.
+	Unwritten []string
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
@@ -67,10 +71,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	return execute(ctx, cfg, progress, hooks{})
 }
 
-// hooks let tests reach places a real run cannot be steered to.
+// RunAnnounced is Run that calls verdict with the outcome as soon as the history is checked, before
+// any file is written from it: whatever then fails to be written (results.json, the summary, the
+// report, on a disk that filled), the caller has said the verdict. Such failures are the outcome's
+// Unwritten, not an error.
+func RunAnnounced(ctx context.Context, cfg Config, progress io.Writer, verdict func(*Outcome)) (*Outcome, error) {
+	return execute(ctx, cfg, progress, hooks{verdict: verdict})
+}
+
+// hooks let tests reach places a real run cannot be steered to, and a caller hear the verdict first.
 type hooks struct {
 	// historyPath replaces the run's history file (a test aims it at /dev/full).
 	historyPath string
+	// verdict is RunAnnounced's; beforeWrite runs after it (a test fills the disk there).
+	verdict     func(*Outcome)
+	beforeWrite func(dir string)
 }
 
 func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Outcome, error) {
@@ -146,14 +161,41 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
 	log.Info("run finished; checking", "stopped", out.Stopped)
-	info := results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings, Library: out.Library}
-	if out.Result, err = Check(dir, time.Duration(cfg.CheckTimeout), info); err != nil {
+	if err := finish(out, cfg, time.Duration(cfg.CheckTimeout), hk, log); err != nil {
 		return nil, err
 	}
-	if err := results.LinkLatest(cfg.Store, dir); err != nil {
+	return out, nil
+}
+
+// finish checks the run, says its verdict (hk.verdict), and only then writes results.json and the
+// files derived from it: a failure to write is one of out.Unwritten with its fix, never an error
+// that would hide the verdict. store/latest moves to the run once results.json is written.
+func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog.Logger) error {
+	c, err := results.CheckRun(out.Dir, checker.Options{Timeout: timeout})
+	if err != nil {
+		return fmt.Errorf("check %s: %w", out.Dir, err)
+	}
+	out.Result = c.Result
+	if hk.verdict != nil {
+		hk.verdict(out)
+	}
+	if hk.beforeWrite != nil {
+		hk.beforeWrite(out.Dir)
+	}
+	info := results.RunInfo{Dir: out.Dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings, Library: out.Library}
+	unwritten := func(err error) {
+		log.Error("cannot write the run's results", "err", err)
+		out.Unwritten = append(out.Unwritten, fmt.Sprintf("%v: %s", err, results.WriteFix(err)))
+	}
+	if err := c.WriteRecord(info); err != nil {
+		unwritten(err)
+	} else if err := results.LinkLatest(cfg.Store, out.Dir); err != nil {
 		log.Warn("cannot link latest", "err", err)
 	}
-	return out, nil
+	for _, err := range c.WriteDerived(info) {
+		unwritten(err)
+	}
+	return nil
 }
 
 // findBinaries checks that the servers' programs are there (redis-server for Redis systems and the

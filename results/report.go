@@ -266,7 +266,8 @@ func evidenceRows(res *checker.Result) []kv {
 		kv{Key: "ok acquires per key", Value: orDash(strings.Join(perKey, ", "))},
 		kv{Key: "acquires", Value: fmt.Sprintf("%d ok, %d refused because held, %d failed with an error, %d timed out, %d pending",
 			s.Acquires.OK, s.Acquires.Held, s.Acquires.Fail-s.Acquires.Held, s.Acquires.Info, s.Acquires.Pending)},
-		kv{Key: "availability", Value: fmt.Sprintf("held %.1f%% of the time, %.2f grants/s, error share %.1f%%", 100*s.HeldShare, s.GrantsPerSecond, 100*s.ErrorShare)},
+		kv{Key: "held", Value: fmt.Sprintf("%.1f%% of the time, %.2f grants/s", 100*s.HeldShare, s.GrantsPerSecond)},
+		kv{Key: "acquires ok", Value: fmt.Sprintf("%.1f%% of acquires granted, error share %.1f%%", 100*s.AcquiresOKShare, 100*s.ErrorShare)},
 		kv{Key: "ok inside faults", Value: fmt.Sprintf("%d (%d asked and granted while a fault was surely in effect)", s.OKInFaults, s.OKWhollyInFaults)},
 		kv{Key: "decided by", Value: fmt.Sprintf("%s (porcupine %s on %d segments), checked in %s", res.DecidedBy, res.Porcupine, res.Segments, res.CheckDuration.Round(time.Millisecond))})
 	return rows

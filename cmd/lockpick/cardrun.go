@@ -230,9 +230,12 @@ func (c *cardRun) record(job cardJob, out *harness.Outcome, err error, took time
 	}
 	row.Runs = append(row.Runs, r)
 	fmt.Fprintf(c.w, "%s %-20s seed %d: %s\n", c.progress(total, parallel), row.ID, job.seed, runWords(r))
-	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
-		return err
+	if out != nil {
+		for _, u := range out.Unwritten {
+			fmt.Fprintf(c.w, "  warning: %s\n", u)
+		}
 	}
+	c.writeCard()
 	if c.cmd.Context().Err() != nil {
 		return fmt.Errorf("interrupted; partial card in %s", c.dir)
 	}
@@ -267,6 +270,9 @@ func runWords(r *results.CardRun) string {
 		words, at := "invalid", "—"
 		if r.First != nil {
 			words, at = results.FindingWords(r.First.Kind), checker.FormatTime(r.First.At)
+		}
+		if r.Findings != "" {
+			return fmt.Sprintf("%s: %s; the first, %s, at %s (%s)", results.Broke, r.Findings, words, at, r.Dir)
 		}
 		return fmt.Sprintf("%s: %s at %s (%s)", results.Broke, words, at, r.Dir)
 	case r.Verdict == checker.Valid.String():
@@ -355,9 +361,7 @@ func readRunConfig(dir string) (runConfig, error) {
 // could not judge, else 0.
 func (c *cardRun) finish() error {
 	c.card.Took = results.Duration(time.Since(c.began))
-	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
-		return err
-	}
+	c.writeCard()
 	fmt.Fprintln(c.w)
 	broke, unjudged := false, false
 	for _, row := range c.card.Rows {
@@ -391,6 +395,15 @@ func (c *cardRun) finish() error {
 		return exitError{2}
 	}
 	return nil
+}
+
+// writeCard rewrites the card. It is derived from the runs, each stored with its own verdict: a
+// card that cannot be written is a warning with its fix, and the card's verdict still decides the
+// exit code.
+func (c *cardRun) writeCard() {
+	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
+		fmt.Fprintf(c.w, "  warning: %v: %s\n", err, results.WriteFix(err))
+	}
 }
 
 // rowLine is a row's verdict in one line of the final table.
