@@ -75,7 +75,7 @@ func checkTarget(arg string) (dir, file string, err error) {
 	fi, err := os.Stat(arg)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", "", fmt.Errorf("%s does not exist: give a run directory (for example store/latest) or a history file", arg)
+			return "", "", missingTarget(arg)
 		}
 		return "", "", fmt.Errorf("check %s: %w", arg, err)
 	}
@@ -98,4 +98,14 @@ func checkFix(err error, dir string) string {
 		return "make " + dir + " writable, or check a copy of it made elsewhere"
 	}
 	return "check a copy of " + dir + " made elsewhere"
+}
+
+// missingTarget says what to do about a check argument that does not exist: most often store/latest
+// before any run, where the fix is a run, not another path.
+func missingTarget(arg string) error {
+	store := filepath.Dir(filepath.Clean(arg))
+	if _, err := os.Stat(store); err != nil || filepath.Base(arg) == "latest" {
+		return fmt.Errorf("%s does not exist: no run is stored there yet; make one with `lockpick run --lock single --time-limit 10s --store %s`, then check %s again", arg, store, arg)
+	}
+	return fmt.Errorf("%s does not exist: give a run directory (ls %s lists them) or a history file", arg, store)
 }

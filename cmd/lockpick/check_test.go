@@ -163,3 +163,20 @@ func TestCheckOnAFullDiskKeepsTheVerdict(t *testing.T) {
 		}
 	}
 }
+
+// check store/latest before any run says how to make one, not to check store/latest.
+func TestCheckWithNoStoreSaysHowToMakeOne(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "check", "store/latest")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	line := strings.TrimSpace(string(out))
+	if code := exitCode(err); code != 255 || strings.Contains(line, "\n") {
+		t.Fatalf("exit %d, want 255 and one line:\n%s", code, out)
+	}
+	if !strings.Contains(line, "lockpick run --lock single") || strings.Contains(line, "for example store/latest") {
+		t.Errorf("the error does not say how to make a run: %s", line)
+	}
+}
