@@ -163,8 +163,8 @@ func (c *cardRun) jobs() []cardJob {
 
 func (c *cardRun) runAll(parallel int) error {
 	jobs := c.jobs()
-	fmt.Fprintf(c.w, "card %s: %d rows (%d skipped), %d runs, seeds %v, %d at a time; about %v\n", c.card.Lock, c.rowsRun(), len(c.card.Rows)-c.rowsRun(),
-		len(jobs), c.seeds, parallel, (c.expected / time.Duration(parallel)).Round(time.Minute))
+	fmt.Fprintf(c.w, "card %s: %d rows (%d skipped), %d runs, seeds %v, %d at a time; about %s\n", c.card.Lock, c.rowsRun(), len(c.card.Rows)-c.rowsRun(),
+		len(jobs), c.seeds, parallel, roughDuration(timeLeft(c.expected, 0, 0, parallel)))
 	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
 		return err
 	}
