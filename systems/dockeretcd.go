@@ -59,9 +59,11 @@ func startEtcdDocker(ctx context.Context, cfg Config, dir string) (_ System, err
 	var names, initial []string
 	for i := range s.nodes {
 		n := &s.nodes[i]
-		dn, err := b.addNode(ctx, dockerSpec{name: n.Name, dir: filepath.Join(dir, n.Name), image: image,
+		name := n.Name
+		dn, err := b.add(ctx, nodeSpec{name: n.Name, dir: filepath.Join(dir, n.Name), image: image,
 			idle: []string{sleep, "infinity"}, port: etcdClientPort, peerPort: etcdPeerPort,
-			readyLog: logLine{file: "etcd.log", text: "serving client traffic"}})
+			data:  []string{filepath.Join(dir, n.Name, "data")},
+			ready: func(ctx context.Context) error { return s.serves(ctx, name) }, readyLog: etcdReadyLog})
 		if err != nil {
 			return nil, err
 		}
@@ -72,11 +74,8 @@ func startEtcdDocker(ctx context.Context, cfg Config, dir string) (_ System, err
 		names = append(names, n.Name)
 	}
 	for _, n := range s.nodes {
-		dn, _ := b.node(n.Name)
-		dn.cmd, dn.wipedCmd = s.dockerArgs(ec.Server, filepath.Join(dir, n.Name), n, strings.Join(initial, ","))
-		dn.data = []string{filepath.Join(dir, n.Name, "data")}
-		name := n.Name
-		dn.ready = func(ctx context.Context) error { return s.serves(ctx, name) }
+		args, wiped := s.dockerArgs(ec.Server, filepath.Join(dir, n.Name), n, strings.Join(initial, ","))
+		b.setCmd(n.Name, args, wiped)
 		for _, g := range cfg.Groups {
 			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
 				return nil, err
@@ -135,16 +134,14 @@ func startEtcdRemote(ctx context.Context, cfg Config, dir string) (_ System, err
 	for _, n := range s.nodes {
 		name := n.Name
 		nd := filepath.Join(dir, name)
-		known, err := b.addPod(ctx, dockerSpec{name: name, dir: nd, image: image,
+		if _, err := b.add(ctx, nodeSpec{name: name, dir: nd, image: image,
 			idle: []string{sleep, "infinity"}, port: etcdClientPort, peerPort: etcdPeerPort,
 			data:     []string{filepath.Join(nd, "data")},
 			ready:    func(ctx context.Context) error { return s.serves(ctx, name) },
-			readyLog: logLine{file: "etcd.log", text: "serving client traffic"}})
-		if err != nil {
+			readyLog: etcdReadyLog}); err != nil {
 			return nil, err
 		}
-		ip, _, _ := net.SplitHostPort(known)
-		s.peer[name] = net.JoinHostPort(ip, strconv.Itoa(etcdPeerPort))
+		s.peer[name] = b.peerAddr(name, etcdPeerPort)
 		s.known[name] = s.peer[name]
 		initial = append(initial, name+"=http://"+s.peer[name])
 		names = append(names, name)
@@ -155,9 +152,8 @@ func startEtcdRemote(ctx context.Context, cfg Config, dir string) (_ System, err
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		n.Addr = b.published(n.Name)
-		rn, _ := b.node(n.Name)
 		args, wiped := s.dockerArgs(ec.Server, filepath.Join(dir, n.Name), *n, strings.Join(initial, ","))
-		rn.setCmd(b.tools["sh"], args, wiped)
+		b.setCmd(n.Name, args, wiped)
 		for _, g := range cfg.Groups {
 			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
 				return nil, err

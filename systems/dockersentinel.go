@@ -64,9 +64,9 @@ func startSentinelDocker(ctx context.Context, cfg Config, dir string) (_ System,
 		nd := filepath.Join(dir, n.Name)
 		var data []string
 		if n.Data {
-			data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
+			data = redisData(nd)
 		}
-		dn, err := b.addNode(ctx, dockerSpec{name: n.Name, dir: nd, image: image, idle: idle, port: port, peerPort: port, data: data, shim: true})
+		dn, err := b.add(ctx, nodeSpec{name: n.Name, dir: nd, image: image, idle: idle, port: port, peerPort: port, data: data, shim: true})
 		if err != nil {
 			return nil, err
 		}
@@ -80,8 +80,7 @@ func startSentinelDocker(ctx context.Context, cfg Config, dir string) (_ System,
 		if err := os.WriteFile(conf, body, 0o644); err != nil {
 			return nil, fmt.Errorf("node %s: write %s: %w", n.Name, conf, err)
 		}
-		dn, _ := b.node(n.Name)
-		dn.cmd = append([]string{bin}, args...)
+		b.setCmd(n.Name, append([]string{bin}, args...), nil)
 	}
 	for _, n := range s.nodes {
 		for _, g := range cfg.Groups {
@@ -177,12 +176,12 @@ func startSentinelRemote(ctx context.Context, cfg Config, dir string) (_ System,
 		nd := filepath.Join(dir, n.Name)
 		var data []string
 		if n.Data {
-			data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
+			data = redisData(nd)
 		}
-		known, err := b.addPod(ctx, dockerSpec{name: n.Name, dir: nd, image: image, idle: redisIdle(bin), port: port, peerPort: port, data: data, shim: true})
-		if err != nil {
+		if _, err := b.add(ctx, nodeSpec{name: n.Name, dir: nd, image: image, idle: redisIdle(bin), port: port, peerPort: port, data: data, shim: true}); err != nil {
 			return nil, err
 		}
+		known := b.peerAddr(n.Name, port)
 		s.known[n.Name], s.byKnown[known] = known, n.Name
 		names = append(names, n.Name)
 	}
@@ -196,8 +195,7 @@ func startSentinelRemote(ctx context.Context, cfg Config, dir string) (_ System,
 		if err := b.session.WriteFiles(ctx, n.Name, filepath.Dir(conf), map[string][]byte{filepath.Base(conf): body}); err != nil {
 			return nil, err
 		}
-		rn, _ := b.node(n.Name)
-		rn.setCmd(b.tools["sh"], append([]string{bin}, args...), nil)
+		b.setCmd(n.Name, append([]string{bin}, args...), nil)
 		for _, g := range cfg.Groups {
 			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
 				return nil, err

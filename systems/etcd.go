@@ -85,6 +85,9 @@ type etcdSys struct {
 	admins map[string]*clientv3.Client
 }
 
+// etcdReadyLog is what a member logs once it serves.
+var etcdReadyLog = logLine{file: "etcd.log", text: "serving client traffic"}
+
 func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 	ec, err := cfg.Etcd.resolve()
 	if err != nil {
@@ -97,7 +100,7 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("system etcd: %w", err)
 	}
-	lb := newLocal(ec.Server, "", "", cfg.Logger)
+	lb := newTable(localRunner{}, "", "", cfg.Logger)
 	s := &etcdSys{
 		cfg: ec, backend: lb, links: links.New(),
 		nodes: ec.layout(), peer: map[string]string{}, admins: map[string]*clientv3.Client{},
@@ -135,7 +138,7 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 			return nil, err
 		}
 		s.fwd = append(s.fwd, f)
-		if err := s.declare(lb, dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
+		if err := s.declare(ctx, lb, dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
 			return nil, err
 		}
 	}
@@ -184,11 +187,11 @@ func (s *etcdSys) addLinks(groups []string) error {
 
 // declare declares a member's process to the backend: its command line, its data directory (which
 // a start without data removes) and its peer proxy.
-func (s *etcdSys) declare(lb *local, dir string, n Node, initial, proxy string) error {
+func (s *etcdSys) declare(ctx context.Context, lb *table, dir string, n Node, initial, proxy string) error {
 	nd := filepath.Join(dir, n.Name)
 	_, peerPort, _ := net.SplitHostPort(s.peer[n.Name])
 	data := filepath.Join(nd, "data")
-	args := []string{
+	args := []string{s.cfg.Server,
 		"--name", n.Name,
 		"--data-dir", data,
 		"--listen-client-urls", "http://" + n.Addr,
@@ -215,7 +218,9 @@ func (s *etcdSys) declare(lb *local, dir string, n Node, initial, proxy string) 
 	}
 	name := n.Name
 	ready := func(ctx context.Context) error { return s.serves(ctx, name) }
-	return lb.add(&process{name: n.Name, dir: nd, args: args, wipedArgs: wiped, addr: n.Addr, data: []string{data}, env: env, ready: ready})
+	_, err := lb.add(ctx, nodeSpec{name: n.Name, dir: nd, cmd: args, wipedCmd: wiped, addr: n.Addr, data: []string{data}, env: env,
+		ready: ready, readyLog: etcdReadyLog})
+	return err
 }
 
 // serves reports whether a member serves. A member answers its clients only once its cluster has a

@@ -2,11 +2,10 @@ package systems
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
+	"net"
 	"path/filepath"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clusters"
@@ -26,7 +25,7 @@ type masters struct {
 	external bool
 }
 
-func startMasters(ctx context.Context, cfg Config) (System, error) {
+func startMasters(ctx context.Context, cfg Config) (_ System, err error) {
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("system redis-masters: %w", err)
@@ -34,18 +33,75 @@ func startMasters(ctx context.Context, cfg Config) (System, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
 	}
-	cluster, err := clusters.StartLocal(ctx, clusters.Config{
-		Nodes: cfg.Nodes, Dir: dir, BasePort: cfg.BasePort, Persistence: cfg.Persistence,
-		RedisServer: cfg.RedisServer, Logger: cfg.Logger, ClockShim: cfg.ClockShim,
-	})
+	bin, err := clusters.FindRedisServer(cfg.RedisServer)
 	if err != nil {
-		return nil, fmt.Errorf("start redis-masters: %w", err)
+		return nil, err
+	}
+	shim := cfg.ClockShim
+	if shim != "" {
+		if shim, err = filepath.Abs(shim); err != nil {
+			return nil, fmt.Errorf("clock shim: %w", err)
+		}
+	}
+	persist := persistence(cfg.Persistence)
+	t := newTable(localRunner{shim}, shim, persist, cfg.Logger)
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	ports, err := nodePorts(cfg.Nodes, cfg.BasePort)
+	if err != nil {
+		return nil, err
 	}
 	var nodes []Node
-	for _, n := range cluster.Nodes() {
-		nodes = append(nodes, Node{Name: n.Name, Role: RoleMaster, Addr: n.Addr(), Data: true})
+	for i, l := range ports {
+		name := fmt.Sprintf("n%d", i+1)
+		nd := filepath.Join(dir, name)
+		port := l.Addr().(*net.TCPAddr).Port
+		n, err := t.add(ctx, nodeSpec{name: name, dir: nd, addr: l.Addr().String(), reserved: l, shim: true,
+			cmd:  append([]string{bin}, clusters.RedisArgs("127.0.0.1", port, nd, persist)...),
+			data: redisData(nd)})
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
 	}
-	return newMasters(mastersBackend{cluster}, nodes, cfg.Groups, cfg.Direct)
+	for _, n := range nodes {
+		if err := t.Start(ctx, n.Name); err != nil {
+			return nil, fmt.Errorf("start redis-masters: %w", err)
+		}
+	}
+	return newMasters(t, nodes, cfg.Groups, cfg.Direct)
+}
+
+// redisData are the files of a redis node's data, which a start without data removes.
+func redisData(dir string) []string {
+	return []string{filepath.Join(dir, "dump.rdb"), filepath.Join(dir, "appendonlydir")}
+}
+
+// nodePorts holds count ports for local nodes: BasePort.. when given (each must be free), else
+// free ports below the ephemeral range (clusters.ReservePorts). Each stays held until its node
+// starts, so nothing else this process listens on can take it first.
+func nodePorts(count, base int) ([]net.Listener, error) {
+	if base == 0 {
+		return clusters.ReservePorts(count)
+	}
+	if base < 1024 || base+count-1 > 65535 {
+		return nil, fmt.Errorf("--base-port %d: the ports %d..%d must lie in 1024..65535", base, base, base+count-1)
+	}
+	var ls []net.Listener
+	for i := range count {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i)))
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("port %d is in use: choose another --base-port, or omit it to use free ports", base+i)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // nodeBackend is a Backend that can stop everything it started.
@@ -99,22 +155,24 @@ func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, 
 		}
 	}()
 	var nodes []Node
+	var names []string
 	for i := range cfg.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
-		n, err := b.addRedis(ctx, name, filepath.Join(dir, name), image, bin)
+		nd := filepath.Join(dir, name)
+		n, err := b.add(ctx, nodeSpec{name: name, dir: nd, image: image, idle: redisIdle(bin), port: redisPort, shim: true,
+			cmd:  append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.persist)...),
+			data: redisData(nd)})
 		if err != nil {
 			return nil, err
 		}
 		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
+		names = append(names, name)
 	}
-	// The containers start together: each takes the Engine a second or more.
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() { errs[i] = b.up(ctx, n.Name) })
+	// The containers start together, then the nodes: each takes the Engine a second or more.
+	if err := b.startContainers(ctx, names); err != nil {
+		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := b.startTogether(ctx, names); err != nil {
 		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
 	}
 	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
@@ -207,21 +265,4 @@ func (m *masters) Ping(ctx context.Context, node string) error {
 func (m *masters) Close() error {
 	m.links.Close()
 	return m.backend.Close()
-}
-
-// mastersBackend is clusters.Local as a Backend.
-type mastersBackend struct{ *clusters.Local }
-
-// StartEmpty implements Backend: the node's data files go first, whatever the persistence.
-func (b mastersBackend) StartEmpty(ctx context.Context, node string) error {
-	n, err := b.Node(node)
-	if err != nil {
-		return err
-	}
-	if b.Running(node) {
-		return fmt.Errorf("node %s is already running", node)
-	}
-	os.Remove(filepath.Join(n.Dir, "dump.rdb"))
-	os.RemoveAll(filepath.Join(n.Dir, "appendonlydir"))
-	return b.Start(ctx, node)
 }

@@ -131,7 +131,7 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 	if persist == "" {
 		persist = clusters.PersistNone
 	}
-	lb := newLocal(bin, cfg.ClockShim, persist, cfg.Logger)
+	lb := newTable(localRunner{cfg.ClockShim}, cfg.ClockShim, persist, cfg.Logger)
 	s := &sentinelSys{
 		cfg: sc, backend: lb,
 		links: links.New(), nodes: sc.layout(), known: map[string]string{}, byKnown: map[string]string{},
@@ -168,7 +168,7 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 		s.known[n.Name], s.byKnown[known] = known, n.Name
 	}
 	for i, n := range s.nodes {
-		if err := s.declare(lb, dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
+		if err := s.declare(ctx, lb, bin, dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -210,7 +210,7 @@ func (s *sentinelSys) addLinks(groups []string) error {
 }
 
 // declare writes a node's configuration file and declares its process to the backend.
-func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
+func (s *sentinelSys) declare(ctx context.Context, lb *table, bin, dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
 	nd := filepath.Join(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -230,10 +230,10 @@ func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, pers
 		"bind-source-addr " + source,
 	}
 	conf := filepath.Join(nd, "redis.conf")
-	args := []string{conf}
+	args := []string{bin, conf}
 	if n.Role == RoleSentinel {
 		conf = filepath.Join(nd, "sentinel.conf")
-		args = []string{conf, "--sentinel"}
+		args = []string{bin, conf, "--sentinel"}
 		lines = append(lines,
 			"sentinel announce-ip 127.0.0.1",
 			"sentinel announce-port "+knownPort,
@@ -267,9 +267,10 @@ func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, pers
 	}
 	var data []string
 	if n.Role != RoleSentinel {
-		data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
+		data = redisData(nd)
 	}
-	return lb.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data, reserved: reserved})
+	_, err := lb.add(ctx, nodeSpec{name: n.Name, dir: nd, cmd: args, addr: n.Addr, data: data, reserved: reserved, shim: true})
+	return err
 }
 
 func persistLines(p clusters.Persistence) []string {

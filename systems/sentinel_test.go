@@ -227,7 +227,7 @@ func TestFailoverRolesAgreeWithTheSentinels(t *testing.T) {
 func TestSentinelNodesDieWithAKilledHarness(t *testing.T) {
 	nodesDieWithAKilledHarness(t, "TestSentinelNodesDieWithAKilledHarness", "redis-sentinel", 6,
 		func(dir string) Config { return Config{Dir: dir, Groups: []string{"c1"}} },
-		func(sys System, node string) int { return sys.(*sentinelSys).backend.(*local).Pid(node) })
+		func(sys System, node string) int { return sys.(*sentinelSys).backend.(*table).Pid(node) })
 }
 
 // nodesDieWithAKilledHarness runs test again as a child process that starts system with cfg, prints
