@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -212,41 +211,8 @@ func CheckBackend(system, backend string) error {
 	return fmt.Errorf("unknown backend %q: use one of %v", backend, Backends())
 }
 
-// startDocker starts the named system on the docker backend.
-func startDocker(ctx context.Context, name string, cfg Config) (System, error) {
-	if err := CheckBackend(name, BackendDocker); err != nil {
-		return nil, err
-	}
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("system %s: %w", name, err)
-	}
-	switch name {
-	case "redis-sentinel":
-		if !cfg.Docker.Engine.Local() {
-			return startSentinelRemote(ctx, cfg, dir)
-		}
-		return startSentinelDocker(ctx, cfg, dir)
-	case "etcd":
-		if !cfg.Docker.Engine.Local() {
-			return startEtcdRemote(ctx, cfg, dir)
-		}
-		return startEtcdDocker(ctx, cfg, dir)
-	}
-	if cfg.Nodes < 1 {
-		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
-	}
-	return startMastersDocker(ctx, cfg, dir)
-}
-
 // startContainers starts the nodes' containers together (each takes the Engine a second or more on
 // a loaded machine), not the nodes.
 func (b *docker) startContainers(ctx context.Context, names []string) error {
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = b.session.Start(ctx, name) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return together(names, func(name string) error { return b.session.Start(ctx, name) })
 }

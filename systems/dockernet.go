@@ -42,33 +42,12 @@ func cutRules(mode, gw string) [][]string {
 
 // CutNetwork implements nemesis.NetCutter.
 func (b *docker) CutNetwork(ctx context.Context, node, mode string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	if n.cut != "" {
-		return fmt.Errorf("node %s is already cut", node)
-	}
-	n.cut = mode
-	return b.iptables(ctx, n, "-A", mode)
+	return b.cutNetwork(ctx, node, mode, b.iptables)
 }
 
 // HealNetwork implements nemesis.NetCutter.
 func (b *docker) HealNetwork(ctx context.Context, node string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	mode := n.cut
-	n.cut = ""
-	if mode == "" {
-		return nil
-	}
-	return b.iptables(ctx, n, "-D", mode)
+	return b.healNetwork(ctx, node, b.iptables)
 }
 
 // iptables adds (-A) or deletes (-D) a cut's rules in the node's network namespace.

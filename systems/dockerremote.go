@@ -3,7 +3,6 @@ package systems
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,13 +36,10 @@ import (
 //   - a cut, of the node from clients or of its paths to other servers, is iptables in the holder,
 //     in the node's network namespace.
 
-// remoteSystems are the systems the docker backend runs on a remote Engine.
-var remoteSystems = []string{"redis-masters", "redis-sentinel", "etcd"}
-
-// CheckRemote checks that the named system runs on a remote Engine.
+// CheckRemote checks that the named system runs on a remote Engine: every topology does.
 func CheckRemote(system string) error {
-	if !slices.Contains(remoteSystems, system) {
-		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, remoteSystems)
+	if !slices.Contains(Names(), system) {
+		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, Names())
 	}
 	return nil
 }
@@ -249,13 +245,7 @@ func (b *dockerRemote) peerAddr(name string, port int) string {
 
 // startPods starts the nodes' pods together, not the nodes, and learns their published addresses.
 func (b *dockerRemote) startPods(ctx context.Context, names []string) error {
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = b.startPod(ctx, name) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return together(names, func(name string) error { return b.startPod(ctx, name) })
 }
 
 // startPod starts a node's pod (not the node) and opens its kept shells.
@@ -418,44 +408,6 @@ func (b *dockerRemote) close(ctx context.Context) error {
 		}
 	}
 	return b.session.Close()
-}
-
-// startMastersRemote runs redis-masters in pods on a remote Engine.
-func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, err error) {
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
-	if err != nil {
-		return nil, err
-	}
-	b, image, err := newRemote(ctx, cfg, []string{bin}, cfg.ClockShim, persistence(cfg.Persistence))
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			b.Close()
-		}
-	}()
-	names := make([]string, cfg.Nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, names[i])
-		if _, err := b.add(ctx, nodeSpec{name: names[i], dir: nd, image: image, idle: redisIdle(bin), port: redisPort,
-			cmd:  append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.persist)...),
-			data: redisData(nd), shim: true}); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.startPods(ctx, names); err != nil {
-		return nil, fmt.Errorf("start redis-masters on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
-	}
-	if err := b.startTogether(ctx, names); err != nil {
-		return nil, fmt.Errorf("start redis-masters on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
-	}
-	nodes := make([]Node, len(names))
-	for i, name := range names {
-		nodes[i] = Node{Name: name, Role: RoleMaster, Addr: b.published(name), Data: true}
-	}
-	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
 }
 
 // redisIdle is the main process of a redis node's containers: a redis-server that stores nothing

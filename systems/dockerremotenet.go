@@ -31,33 +31,12 @@ func remoteCutRules(mode, gw, subnet string) [][]string {
 
 // CutNetwork implements nemesis.NetCutter.
 func (b *dockerRemote) CutNetwork(ctx context.Context, node, mode string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	if n.cut != "" {
-		return fmt.Errorf("node %s is already cut", node)
-	}
-	n.cut = mode
-	return b.iptables(ctx, n, "-A", mode)
+	return b.cutNetwork(ctx, node, mode, b.iptables)
 }
 
 // HealNetwork implements nemesis.NetCutter.
 func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	mode := n.cut
-	n.cut = ""
-	if mode == "" {
-		return nil
-	}
-	return b.iptables(ctx, n, "-D", mode)
+	return b.healNetwork(ctx, node, b.iptables)
 }
 
 // iptables adds (-A) or deletes (-D) a cut's rules.

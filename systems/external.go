@@ -27,23 +27,19 @@ type external struct {
 // ErrExternal is the refusal of every node operation on the external backend.
 var ErrExternal = errors.New("runs on --backend external: lockpick never kills, restarts, pauses or reconfigures a server it did not start")
 
-// startExternal links every client group to every endpoint as redis-masters nodes n1..nN.
-func startExternal(ctx context.Context, name string, cfg Config) (System, error) {
-	if err := CheckBackend(name, BackendExternal); err != nil {
-		return nil, err
-	}
+// startExternal checks the endpoints and the run's key prefix, then lets t find its servers.
+func startExternal(ctx context.Context, t Topology, cfg Config) (System, error) {
 	if err := CheckEndpoints(cfg.Endpoints); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || strings.ContainsAny(cfg.KeyPrefix, "*?[]\\") {
 		return nil, fmt.Errorf("--backend external needs a unique key prefix lockpick-...: got %q", cfg.KeyPrefix)
 	}
-	switch name {
-	case "etcd":
-		return startExternalEtcd(ctx, cfg)
-	case "redis-sentinel":
-		return startExternalSentinel(ctx, cfg)
-	}
+	return t.external(ctx, cfg)
+}
+
+// external implements Topology: the endpoints are masters n1..nN, each linked to every group.
+func (mastersTopology) external(ctx context.Context, cfg Config) (System, error) {
 	b := &external{prefix: cfg.KeyPrefix, log: cfg.Logger}
 	b.deleteKeys = b.deleteRedisKeys
 	for i, ep := range cfg.Endpoints {

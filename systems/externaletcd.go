@@ -22,7 +22,8 @@ type externalEtcd struct {
 	backend *external
 }
 
-func startExternalEtcd(ctx context.Context, cfg Config) (_ System, err error) {
+// external implements Topology: the endpoints are the members e1..eN.
+func (etcdTopology) external(ctx context.Context, cfg Config) (_ System, err error) {
 	s := &externalEtcd{links: links.New()}
 	defer func() {
 		if err != nil {

@@ -25,7 +25,8 @@ type externalSentinel struct {
 	backend *external
 }
 
-func startExternalSentinel(ctx context.Context, cfg Config) (_ System, err error) {
+// external implements Topology: the endpoints are sentinels, which name the rest.
+func (sentinelTopology) external(ctx context.Context, cfg Config) (_ System, err error) {
 	name := cfg.MasterName
 	if name == "" {
 		return nil, fmt.Errorf("--backend external with a sentinel lock needs --master-name, the name the sentinels monitor the primary under")

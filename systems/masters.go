@@ -25,54 +25,98 @@ type masters struct {
 	external bool
 }
 
-func startMasters(ctx context.Context, cfg Config) (_ System, err error) {
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("system redis-masters: %w", err)
-	}
+// mastersTopology is redis-masters.
+type mastersTopology struct{}
+
+// Name implements Topology.
+func (mastersTopology) Name() string { return "redis-masters" }
+
+// Layout implements Topology: n1..nN, each a master; N is Config.Nodes, at least one.
+func (mastersTopology) Layout(cfg Config) ([]Node, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
 	}
+	nodes := make([]Node, cfg.Nodes)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Data: true}
+	}
+	return nodes, nil
+}
+
+// Programs implements Topology.
+func (mastersTopology) Programs(cfg Config) ([]string, error) { return redisPrograms(cfg) }
+
+// redisPrograms is the redis-server binary of cfg.
+func redisPrograms(cfg Config) ([]string, error) {
 	bin, err := clusters.FindRedisServer(cfg.RedisServer)
 	if err != nil {
 		return nil, err
 	}
-	shim := cfg.ClockShim
-	if shim != "" {
-		if shim, err = filepath.Abs(shim); err != nil {
-			return nil, fmt.Errorf("clock shim: %w", err)
-		}
-	}
-	persist := persistence(cfg.Persistence)
-	t := newTable(localRunner{shim}, shim, persist, cfg.Logger)
-	defer func() {
-		if err != nil {
-			t.Close()
-		}
-	}()
-	ports, err := nodePorts(cfg.Nodes, cfg.BasePort)
-	if err != nil {
+	return []string{bin}, nil
+}
+
+// Clocks implements Topology: redis-server reads the time through libc, which the shim moves.
+func (mastersTopology) Clocks() error { return nil }
+
+func (mastersTopology) persistence(cfg Config) clusters.Persistence {
+	return persistence(cfg.Persistence)
+}
+
+// start runs every master with the redis-server of b (in parallel in containers) and links every
+// client group to each, unless direct.
+func (mastersTopology) start(ctx context.Context, b *bed, layout []Node) (System, error) {
+	if err := mastersUp(ctx, b, layout); err != nil {
+		b.backend.Close()
 		return nil, err
 	}
-	var nodes []Node
-	for i, l := range ports {
-		name := fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, name)
-		port := l.Addr().(*net.TCPAddr).Port
-		n, err := t.add(ctx, nodeSpec{name: name, dir: nd, addr: l.Addr().String(), reserved: l, shim: true,
-			cmd:  append([]string{bin}, clusters.RedisArgs("127.0.0.1", port, nd, persist)...),
-			data: redisData(nd)})
-		if err != nil {
+	return newMasters(b.backend, layout, b.cfg.Groups, b.cfg.Direct)
+}
+
+// mastersUp starts the masters and learns their addresses.
+func mastersUp(ctx context.Context, b *bed, layout []Node) error {
+	specs, err := mastersSpecs(b, layout)
+	if err != nil {
+		return err
+	}
+	if err := b.place(ctx, specs); err != nil {
+		return fmt.Errorf("start redis-masters%s: %w", b.where(), err)
+	}
+	var names []string
+	for _, n := range layout {
+		names = append(names, n.Name)
+	}
+	if err := b.startTogether(ctx, names); err != nil {
+		return fmt.Errorf("start redis-masters%s: %w", b.where(), err)
+	}
+	for i := range layout {
+		layout[i].Addr = b.t.addrOf(layout[i].Name)
+	}
+	return nil
+}
+
+// mastersSpecs are the masters' node specs: on loopback each on a port of its own
+// (Config.BasePort.. when given), in a container each on redis's port.
+func mastersSpecs(b *bed, layout []Node) ([]nodeSpec, error) {
+	var ports []net.Listener
+	if b.loopback {
+		var err error
+		if ports, err = b.reserve(len(layout)); err != nil {
 			return nil, err
 		}
-		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
 	}
-	for _, n := range nodes {
-		if err := t.Start(ctx, n.Name); err != nil {
-			return nil, fmt.Errorf("start redis-masters: %w", err)
+	bin := b.programs[0]
+	specs := make([]nodeSpec, len(layout))
+	for i, n := range layout {
+		nd := b.nodeDir(n.Name)
+		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: redisPort, shim: true, data: redisData(nd),
+			cmd: append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.t.persist)...)}
+		if b.loopback {
+			port := ports[i].Addr().(*net.TCPAddr).Port
+			specs[i].addr, specs[i].reserved = ports[i].Addr().String(), ports[i]
+			specs[i].cmd = append([]string{bin}, clusters.RedisArgs("127.0.0.1", port, nd, b.t.persist)...)
 		}
 	}
-	return newMasters(t, nodes, cfg.Groups, cfg.Direct)
+	return specs, nil
 }
 
 // redisData are the files of a redis node's data, which a start without data removes.
@@ -125,57 +169,6 @@ func newMasters(b nodeBackend, nodes []Node, groups []string, direct bool) (*mas
 		}
 	}
 	return m, nil
-}
-
-// startMastersDocker runs redis-masters as containers: the same nodes, links and faults as the
-// local backend, with each node in its own network namespace.
-func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, err error) {
-	if cfg.Docker.Engine != nil && !cfg.Docker.Engine.Local() {
-		return startMastersRemote(ctx, cfg, dir)
-	}
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
-	if err != nil {
-		return nil, err
-	}
-	files := []string{bin}
-	if cfg.ClockShim != "" {
-		files = append(files, cfg.ClockShim)
-	}
-	image, err := cfg.Docker.Engine.NodeImage(ctx, files)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newDocker(ctx, cfg.Docker, cfg.ClockShim, persistence(cfg.Persistence), cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			b.Close()
-		}
-	}()
-	var nodes []Node
-	var names []string
-	for i := range cfg.Nodes {
-		name := fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, name)
-		n, err := b.add(ctx, nodeSpec{name: name, dir: nd, image: image, idle: redisIdle(bin), port: redisPort, shim: true,
-			cmd:  append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.persist)...),
-			data: redisData(nd)})
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
-		names = append(names, name)
-	}
-	// The containers start together, then the nodes: each takes the Engine a second or more.
-	if err := b.startContainers(ctx, names); err != nil {
-		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
-	}
-	if err := b.startTogether(ctx, names); err != nil {
-		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
-	}
-	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
 }
 
 // persistence is p, or none when unset.

@@ -467,11 +467,51 @@ func (t *table) Close() error {
 
 // startTogether starts the named nodes at once (a container takes the Engine a second or more).
 func (t *table) startTogether(ctx context.Context, names []string) error {
+	return together(names, func(name string) error { return t.Start(ctx, name) })
+}
+
+// together calls f with every name at once, and joins their errors.
+func together(names []string, f func(name string) error) error {
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() { errs[i] = t.Start(ctx, name) })
+		wg.Go(func() { errs[i] = f(name) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// cutRulesFunc adds (op -A) or deletes (-D) the rules of a cut of mode in a node's namespace.
+type cutRulesFunc func(ctx context.Context, n *tableNode, op, mode string) error
+
+// cutNetwork cuts a node from the harness and its clients with apply, and records the cut (a
+// node restarted while cut is still cut; its start then waits for its log to say it is ready).
+func (t *table) cutNetwork(ctx context.Context, node, mode string, apply cutRulesFunc) error {
+	n, err := t.node(node)
+	if err != nil {
+		return err
+	}
+	n.op.Lock()
+	defer n.op.Unlock()
+	if n.cut != "" {
+		return fmt.Errorf("node %s is already cut", node)
+	}
+	n.cut = mode
+	return apply(ctx, n, "-A", mode)
+}
+
+// healNetwork removes a node's cut, if any, with apply.
+func (t *table) healNetwork(ctx context.Context, node string, apply cutRulesFunc) error {
+	n, err := t.node(node)
+	if err != nil {
+		return err
+	}
+	n.op.Lock()
+	defer n.op.Unlock()
+	mode := n.cut
+	n.cut = ""
+	if mode == "" {
+		return nil
+	}
+	return apply(ctx, n, "-D", mode)
 }

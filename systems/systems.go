@@ -11,10 +11,8 @@ package systems
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -177,68 +175,6 @@ type Config struct {
 	KeyPrefix string
 	// MasterName is the name external sentinels monitor the primary under (BackendExternal).
 	MasterName string
-}
-
-// Names lists the systems Start knows.
-func Names() []string { return []string{"redis-masters", "redis-sentinel", "etcd"} }
-
-// Validate checks a system name.
-func Validate(name string) error {
-	if slices.Contains(Names(), name) {
-		return nil
-	}
-	return fmt.Errorf("unknown system %q: use one of %s", name, strings.Join(Names(), ", "))
-}
-
-// Layout lists the nodes a system of cfg will have, with their first roles, without starting
-// anything: what a configuration is checked against before a run.
-func Layout(name string, cfg Config) ([]Node, error) {
-	switch name {
-	case "redis-masters":
-		if cfg.Nodes < 1 {
-			return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
-		}
-		nodes := make([]Node, cfg.Nodes)
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Data: true}
-		}
-		return nodes, nil
-	case "redis-sentinel":
-		sc, err := cfg.Sentinel.resolve()
-		if err != nil {
-			return nil, err
-		}
-		return sc.layout(), nil
-	case "etcd":
-		ec, err := cfg.Etcd.resolve()
-		if err != nil {
-			return nil, err
-		}
-		return ec.layout(), nil
-	}
-	return nil, Validate(name)
-}
-
-// Start starts the named system and waits until it serves. On error nothing is left running.
-func Start(ctx context.Context, name string, cfg Config) (System, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	switch cfg.Backend {
-	case BackendDocker:
-		return startDocker(ctx, name, cfg)
-	case BackendExternal:
-		return startExternal(ctx, name, cfg)
-	}
-	switch name {
-	case "redis-masters":
-		return startMasters(ctx, cfg)
-	case "redis-sentinel":
-		return startSentinel(ctx, cfg)
-	case "etcd":
-		return startEtcd(ctx, cfg)
-	}
-	return nil, Validate(name)
 }
 
 // StaticRoles is the role view of a system that is not running: every node in its first role.
