@@ -7,8 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // bed is a backend made ready for one system: the node table on its runner, and how a topology
@@ -75,7 +73,7 @@ func openBed(ctx context.Context, t Topology, cfg Config) (*bed, error) {
 }
 
 // openDocker builds the node image and opens the run's session on the local Engine.
-func (b *bed) openDocker(ctx context.Context, shim string, persist clusters.Persistence) error {
+func (b *bed) openDocker(ctx context.Context, shim string, persist Persistence) error {
 	if b.cfg.Docker.Engine == nil {
 		return fmt.Errorf("the docker backend needs a Docker Engine connection")
 	}

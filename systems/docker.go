@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -59,7 +58,7 @@ type docker struct {
 }
 
 // newDocker creates the run's network; nodes are added with add.
-func newDocker(ctx context.Context, dc DockerConfig, shim string, persist clusters.Persistence, log *slog.Logger) (*docker, error) {
+func newDocker(ctx context.Context, dc DockerConfig, shim string, persist Persistence, log *slog.Logger) (*docker, error) {
 	if dc.Engine == nil {
 		return nil, fmt.Errorf("the docker backend needs a Docker Engine connection")
 	}
@@ -85,10 +84,10 @@ func (b *docker) newHost(ctx context.Context, sp nodeSpec) (host, place, error) 
 	}
 	h := &dockerHost{session: b.session, sp: sp}
 	if sp.shim && b.shim != "" {
-		if err := clusters.InitClockFile(clusters.ClockFile(sp.dir)); err != nil {
+		if err := InitClockFile(ClockFile(sp.dir)); err != nil {
 			return nil, place{}, fmt.Errorf("node %s: %w", sp.name, err)
 		}
-		h.env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clusters.ClockFile(sp.dir)}
+		h.env = []string{"LD_PRELOAD=" + b.shim, ClockFileEnv + "=" + ClockFile(sp.dir)}
 	}
 	ip, err := b.session.Create(ctx, sp.name, containers.Spec{Image: sp.image, Cmd: sp.idle, Dir: sp.dir})
 	if err != nil {
@@ -180,7 +179,7 @@ func (h *dockerHost) signal(ctx context.Context, p proc, sig syscall.Signal) err
 // setClock: the container's shim maps the same file, through the bind mount, so a write here moves
 // the node's clock at its next read.
 func (h *dockerHost) setClock(_ context.Context, offset time.Duration) error {
-	return clusters.WriteClockOffset(clusters.ClockFile(h.sp.dir), offset)
+	return WriteClockOffset(ClockFile(h.sp.dir), offset)
 }
 
 // lastLines is the end of what a node wrote before it died, from its log and its output.

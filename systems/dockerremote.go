@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -100,7 +99,7 @@ func xtablesDir() (string, error) {
 
 // newRemote builds the image of bins (and the shim, the tools) and opens the run's session on a
 // remote Engine; nodes are added with add.
-func newRemote(ctx context.Context, cfg Config, bins []string, shim string, persist clusters.Persistence) (*dockerRemote, string, error) {
+func newRemote(ctx context.Context, cfg Config, bins []string, shim string, persist Persistence) (*dockerRemote, string, error) {
 	files, tools, err := remoteImageFiles(bins, shim)
 	if err != nil {
 		return nil, "", err
@@ -215,11 +214,11 @@ func (b *dockerRemote) newHost(ctx context.Context, sp nodeSpec) (host, place, e
 	}
 	h := &remoteHost{b: b, sp: sp}
 	if sp.shim && b.shim != "" {
-		h.env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clusters.ClockFile(remoteClockDir)}
+		h.env = []string{"LD_PRELOAD=" + b.shim, ClockFileEnv + "=" + ClockFile(remoteClockDir)}
 	}
 	ip, err := b.session.CreatePod(ctx, sp.name, containers.PodSpec{
 		Image: sp.image, Idle: sp.idle, Port: sp.port, PublishHost: b.host, Dir: sp.dir, ClockDir: remoteClockDir,
-		ClockFile: filepath.Base(clusters.ClockFile(remoteClockDir)),
+		ClockFile: filepath.Base(ClockFile(remoteClockDir)),
 	})
 	if err != nil {
 		return nil, place{}, err
@@ -382,7 +381,7 @@ func (h *remoteHost) signal(ctx context.Context, _ proc, sig syscall.Signal) err
 // millisecond.
 func (h *remoteHost) setClock(ctx context.Context, offset time.Duration) error {
 	// 1<> opens without truncating: the same file, the same pages the shim maps.
-	_, err := h.sh(ctx, inHolder, `printf "`+octal(offset)+`" 1<>`+clusters.ClockFile(remoteClockDir))
+	_, err := h.sh(ctx, inHolder, `printf "`+octal(offset)+`" 1<>`+ClockFile(remoteClockDir))
 	return err
 }
 

@@ -18,7 +18,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -129,7 +128,7 @@ func (etcdTopology) Clocks() error { return errEtcdClock }
 
 // persistence implements Topology: a member always keeps its data directory; a start without it
 // is StartEmpty's (etcdBackend), which replaces the member.
-func (etcdTopology) persistence(Config) clusters.Persistence { return "" }
+func (etcdTopology) persistence(Config) Persistence { return "" }
 
 // start places the members (their peer paths: links through each member's forwarder on loopback,
 // the run's network in containers), starts them one by one (a member waits for its peers before it
@@ -185,7 +184,7 @@ func (s *etcdSys) startMembers(ctx context.Context, healthy time.Duration) error
 // placeLoopback declares the members as local processes; every peer request of a member leaves
 // through the member's Forwarder and the link from that member to the callee.
 func (s *etcdSys) placeLoopback(ctx context.Context, b *bed) error {
-	reserved, err := clusters.ReservePorts(2 * len(s.nodes))
+	reserved, err := ReservePorts(2 * len(s.nodes))
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // external is the backend of servers someone else runs. lockpick only talks to them as a client:
@@ -47,7 +45,7 @@ func (mastersTopology) external(ctx context.Context, cfg Config) (System, error)
 	}
 	for _, n := range b.nodes {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := clusters.PingOnce(pctx, n.Addr)
+		err := PingOnce(pctx, n.Addr)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s (%s) does not answer PING: %w: check the address and that the server is up", n.Addr, n.Name, err)
@@ -107,7 +105,7 @@ func (b *external) SetClockOffset(node string, _ time.Duration) error { return b
 func (b *external) ClockOffset(node string) (time.Duration, error) {
 	for _, n := range b.nodes {
 		if n.Name == node {
-			return clusters.MeasureClockOffset(n.Addr)
+			return MeasureClockOffset(n.Addr)
 		}
 	}
 	return 0, fmt.Errorf("no node %q", node)
@@ -137,7 +135,7 @@ func DeleteKeys(ctx context.Context, addr, prefix string) (int, error) {
 	if prefix == "" {
 		return 0, fmt.Errorf("refusing to delete keys without a prefix")
 	}
-	admin := clusters.AdminClient(addr)
+	admin := AdminClient(addr)
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

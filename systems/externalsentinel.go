@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -150,7 +149,7 @@ func (s *externalSentinel) HoldWrites(_ context.Context, node string, _ time.Dur
 func (s *externalSentinel) Ping(ctx context.Context, node string) error {
 	for _, n := range s.nodes {
 		if n.Name == node {
-			return clusters.PingOnce(ctx, n.Addr)
+			return PingOnce(ctx, n.Addr)
 		}
 	}
 	return fmt.Errorf("no node %q", node)

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -48,7 +47,7 @@ func (mastersTopology) Programs(cfg Config) ([]string, error) { return redisProg
 
 // redisPrograms is the redis-server binary of cfg.
 func redisPrograms(cfg Config) ([]string, error) {
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
+	bin, err := FindRedisServer(cfg.RedisServer)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +57,7 @@ func redisPrograms(cfg Config) ([]string, error) {
 // Clocks implements Topology: redis-server reads the time through libc, which the shim moves.
 func (mastersTopology) Clocks() error { return nil }
 
-func (mastersTopology) persistence(cfg Config) clusters.Persistence {
+func (mastersTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)
 }
 
@@ -109,11 +108,11 @@ func mastersSpecs(b *bed, layout []Node) ([]nodeSpec, error) {
 	for i, n := range layout {
 		nd := b.nodeDir(n.Name)
 		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: redisPort, shim: true, data: redisData(nd),
-			cmd: append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.t.persist)...)}
+			cmd: append([]string{bin}, RedisArgs("0.0.0.0", redisPort, nd, b.t.persist)...)}
 		if b.loopback {
 			port := ports[i].Addr().(*net.TCPAddr).Port
 			specs[i].addr, specs[i].reserved = ports[i].Addr().String(), ports[i]
-			specs[i].cmd = append([]string{bin}, clusters.RedisArgs("127.0.0.1", port, nd, b.t.persist)...)
+			specs[i].cmd = append([]string{bin}, RedisArgs("127.0.0.1", port, nd, b.t.persist)...)
 		}
 	}
 	return specs, nil
@@ -125,11 +124,11 @@ func redisData(dir string) []string {
 }
 
 // nodePorts holds count ports for local nodes: BasePort.. when given (each must be free), else
-// free ports below the ephemeral range (clusters.ReservePorts). Each stays held until its node
+// free ports below the ephemeral range (ReservePorts). Each stays held until its node
 // starts, so nothing else this process listens on can take it first.
 func nodePorts(count, base int) ([]net.Listener, error) {
 	if base == 0 {
-		return clusters.ReservePorts(count)
+		return ReservePorts(count)
 	}
 	if base < 1024 || base+count-1 > 65535 {
 		return nil, fmt.Errorf("--base-port %d: the ports %d..%d must lie in 1024..65535", base, base, base+count-1)
@@ -172,9 +171,9 @@ func newMasters(b nodeBackend, nodes []Node, groups []string, direct bool) (*mas
 }
 
 // persistence is p, or none when unset.
-func persistence(p clusters.Persistence) clusters.Persistence {
+func persistence(p Persistence) Persistence {
 	if p == "" {
-		return clusters.PersistNone
+		return PersistNone
 	}
 	return p
 }
@@ -251,7 +250,7 @@ func (m *masters) Ping(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	return clusters.PingOnce(ctx, addr)
+	return PingOnce(ctx, addr)
 }
 
 // Close implements System.

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // The node table is the one node lifecycle every backend that runs nodes shares: a node is
@@ -125,7 +123,7 @@ type tableNode struct {
 type table struct {
 	r       runner
 	shim    string
-	persist clusters.Persistence
+	persist Persistence
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -134,7 +132,7 @@ type table struct {
 }
 
 // newTable is a node table on r; persist "" keeps every node's data across restarts (etcd's).
-func newTable(r runner, shim string, persist clusters.Persistence, log *slog.Logger) *table {
+func newTable(r runner, shim string, persist Persistence, log *slog.Logger) *table {
 	return &table{r: r, shim: shim, persist: persist, log: log, nodes: map[string]*tableNode{}}
 }
 
@@ -202,7 +200,7 @@ func (t *table) setCmd(name string, cmd, wiped []string) {
 // Start implements Backend.
 func (t *table) Start(ctx context.Context, name string) error {
 	// Without persistence a replica still stores the snapshot it synced from: a restart loses it.
-	return t.start(ctx, name, t.persist == clusters.PersistNone)
+	return t.start(ctx, name, t.persist == PersistNone)
 }
 
 // StartEmpty implements Backend.
@@ -308,7 +306,7 @@ func (t *table) waitReady(ctx context.Context, n *tableNode, p proc, mark int) e
 			return nil
 		}
 		if !p.alive(ctx) {
-			return clusters.StartFailure(n.spec.name, n.host.output(ctx))
+			return StartFailure(n.spec.name, n.host.output(ctx))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s (at %s) did not answer within %v: %w; its output: %s", n.spec.name, n.addr, wait, err, n.host.output(ctx))
@@ -325,7 +323,7 @@ func (t *table) isReady(ctx context.Context, n *tableNode) error {
 	if n.spec.ready != nil {
 		return n.spec.ready(ctx)
 	}
-	return clusters.PingOnce(ctx, n.addr)
+	return PingOnce(ctx, n.addr)
 }
 
 // Kill implements Backend.
@@ -439,7 +437,7 @@ func (t *table) ClockOffset(name string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	off, err := clusters.MeasureClockOffset(n.addr)
+	off, err := MeasureClockOffset(n.addr)
 	if err != nil {
 		return 0, fmt.Errorf("measure clock of %s: %w", name, err)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // localRunner runs nodes as foreground child processes on loopback. Each node lives in its own
@@ -29,10 +27,10 @@ func (r localRunner) newHost(_ context.Context, sp nodeSpec) (host, place, error
 	}
 	h := &localHost{sp: sp}
 	if r.shim != "" && sp.shim {
-		if err := clusters.InitClockFile(clusters.ClockFile(sp.dir)); err != nil {
+		if err := InitClockFile(ClockFile(sp.dir)); err != nil {
 			return nil, place{}, fmt.Errorf("node %s: %w", sp.name, err)
 		}
-		h.env = []string{"LD_PRELOAD=" + r.shim, clusters.ClockFileEnv + "=" + clusters.ClockFile(sp.dir)}
+		h.env = []string{"LD_PRELOAD=" + r.shim, ClockFileEnv + "=" + ClockFile(sp.dir)}
 	}
 	return h, place{addr: sp.addr}, nil
 }
@@ -138,7 +136,7 @@ func (h *localHost) signal(_ context.Context, p proc, sig syscall.Signal) error 
 }
 
 func (h *localHost) setClock(_ context.Context, offset time.Duration) error {
-	return clusters.WriteClockOffset(clusters.ClockFile(h.sp.dir), offset)
+	return WriteClockOffset(ClockFile(h.sp.dir), offset)
 }
 
 // logMark is a node log and its size before a start: what follows is that start's output.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -136,7 +135,7 @@ func (sentinelTopology) Programs(cfg Config) ([]string, error) { return redisPro
 // Clocks implements Topology.
 func (sentinelTopology) Clocks() error { return nil }
 
-func (sentinelTopology) persistence(cfg Config) clusters.Persistence {
+func (sentinelTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)
 }
 
@@ -174,7 +173,7 @@ func (sentinelTopology) start(ctx context.Context, b *bed, layout []Node) (_ Sys
 // which sends each connection through the link of its source.
 func (s *sentinelSys) placeLoopback(ctx context.Context, b *bed) (err error) {
 	s.router = links.NewRouter(s.links, b.cfg.Logger)
-	reserved, err := clusters.ReservePorts(len(s.nodes))
+	reserved, err := ReservePorts(len(s.nodes))
 	if err != nil {
 		return err
 	}
@@ -238,7 +237,7 @@ func (s *sentinelSys) addLinks(groups []string) error {
 }
 
 // declare writes a node's configuration file and declares its process to the backend.
-func (s *sentinelSys) declare(ctx context.Context, lb *table, bin, dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
+func (s *sentinelSys) declare(ctx context.Context, lb *table, bin, dir string, n Node, source string, persist Persistence, reserved net.Listener) error {
 	nd := filepath.Join(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -269,7 +268,7 @@ type confAt struct {
 }
 
 // conf is a node's configuration file (its path and content) and the server's arguments.
-func (s *sentinelSys) conf(nd string, n Node, persist clusters.Persistence, at confAt) (conf string, body []byte, args []string) {
+func (s *sentinelSys) conf(nd string, n Node, persist Persistence, at confAt) (conf string, body []byte, args []string) {
 	lines := []string{
 		"port " + at.port,
 		"bind " + at.bind,
@@ -310,7 +309,7 @@ func (s *sentinelSys) sentinelLines(at confAt) []string {
 }
 
 // dataLines configure a primary or a replica.
-func (s *sentinelSys) dataLines(n Node, persist clusters.Persistence, at confAt) []string {
+func (s *sentinelSys) dataLines(n Node, persist Persistence, at confAt) []string {
 	lines := []string{`save ""`, "appendfilename appendonly.aof"}
 	if at.announce != "" {
 		// A replica is known by its router address, so the master lists it, and the sentinels
@@ -331,11 +330,11 @@ func (s *sentinelSys) dataLines(n Node, persist clusters.Persistence, at confAt)
 	return lines
 }
 
-func persistLines(p clusters.Persistence) []string {
+func persistLines(p Persistence) []string {
 	switch p {
-	case clusters.PersistAOFEverysec:
+	case PersistAOFEverysec:
 		return []string{"appendonly yes", "appendfsync everysec"}
-	case clusters.PersistAOFAlways:
+	case PersistAOFAlways:
 		return []string{"appendonly yes", "appendfsync always"}
 	}
 	return []string{"appendonly no"}
@@ -365,7 +364,7 @@ func (s *sentinelSys) startAll(ctx context.Context) error {
 }
 
 func (s *sentinelSys) waitReplicasOnline(ctx context.Context, wait time.Duration) error {
-	admin := clusters.AdminClient(s.nodes[0].Addr)
+	admin := AdminClient(s.nodes[0].Addr)
 	defer admin.Close()
 	var last string
 	return poll(ctx, wait, func(ctx context.Context) (bool, error) {
@@ -460,7 +459,7 @@ func (s *sentinelSys) HoldWrites(ctx context.Context, node string, max time.Dura
 func (s *sentinelSys) Ping(ctx context.Context, node string) error {
 	for _, n := range s.nodes {
 		if n.Name == node {
-			return clusters.PingOnce(ctx, n.Addr)
+			return PingOnce(ctx, n.Addr)
 		}
 	}
 	return fmt.Errorf("no node %q", node)
@@ -541,7 +540,7 @@ func (s *sentinelSys) placeContainers(ctx context.Context, b *bed) error {
 // its container and is known by its container's address (s.known), so nothing needs announcing:
 // Sentinel monitors the primary's address, replicas replicate from it, and the sentinels find each
 // other by the addresses their hellos come from.
-func (s *sentinelSys) dockerConf(nd string, n Node, persist clusters.Persistence) (conf string, body []byte, args []string) {
+func (s *sentinelSys) dockerConf(nd string, n Node, persist Persistence) (conf string, body []byte, args []string) {
 	_, port, _ := net.SplitHostPort(s.known[n.Name])
 	pip, pport, _ := net.SplitHostPort(s.known[s.nodes[0].Name])
 	return s.conf(nd, n, persist, confAt{port: port, bind: "0.0.0.0", primary: pip + " " + pport})

@@ -17,7 +17,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -35,7 +34,7 @@ func admin(t *testing.T, s *sentinelSys, node string) *redis.Client {
 	t.Helper()
 	for _, n := range s.nodes {
 		if n.Name == node {
-			rc := clusters.AdminClient(n.Addr)
+			rc := AdminClient(n.Addr)
 			t.Cleanup(func() { rc.Close() })
 			return rc
 		}

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -146,7 +145,7 @@ type Config struct {
 	// Groups are the client groups; each gets a link to every node a client may talk to.
 	Groups      []string
 	RedisServer string
-	Persistence clusters.Persistence
+	Persistence Persistence
 	// BasePort, when not zero, puts the nodes' own ports from BasePort on (redis-masters only).
 	BasePort int
 	// ClockShim, when set, is the clock shim every node runs with.

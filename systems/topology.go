@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // Topology is one server family: the nodes it runs and their first roles, the programs they need,
@@ -26,7 +24,7 @@ type Topology interface {
 	Clocks() error
 
 	// persistence is how the nodes keep their data across restarts on a backend that runs them.
-	persistence(cfg Config) clusters.Persistence
+	persistence(cfg Config) Persistence
 	// start declares the nodes of layout on b, starts them in the family's order and waits until
 	// the system serves; on error it closes what it made, b's backend with it.
 	start(ctx context.Context, b *bed, layout []Node) (System, error)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
@@ -24,7 +23,7 @@ type completeFunc = func(*cobra.Command, []string, string) ([]string, cobra.Shel
 // flags and arguments: lock names, nemesis specs with their parameters and values, workloads,
 // guards, persistence settings and scenarios. A flag is completed wherever a command has it.
 func addCompletions(root *cobra.Command) {
-	persistence := []string{string(clusters.PersistNone), string(clusters.PersistAOFEverysec), string(clusters.PersistAOFAlways)}
+	persistence := []string{string(systems.PersistNone), string(systems.PersistAOFEverysec), string(systems.PersistAOFAlways)}
 	var guards []string
 	for _, g := range resource.Guards() {
 		guards = append(guards, string(g))
