@@ -126,6 +126,9 @@ var errEtcdClock = errors.New("etcd members are Go programs that read the time w
 // Clocks implements Topology.
 func (etcdTopology) Clocks() error { return errEtcdClock }
 
+// Traits implements Topology: members talk raft to each other; a member cannot hold writes back.
+func (etcdTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: false} }
+
 // persistence implements Topology: a member always keeps its data directory; a start without it
 // is StartEmpty's (etcdBackend), which replaces the member.
 func (etcdTopology) persistence(Config) Persistence { return "" }

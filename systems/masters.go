@@ -57,6 +57,9 @@ func redisPrograms(cfg Config) ([]string, error) {
 // Clocks implements Topology: redis-server reads the time through libc, which the shim moves.
 func (mastersTopology) Clocks() error { return nil }
 
+// Traits implements Topology: independent masters talk to no other server; CLIENT PAUSE holds writes.
+func (mastersTopology) Traits() Traits { return Traits{Peers: false, WriteHolds: true} }
+
 func (mastersTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)
 }

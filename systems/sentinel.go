@@ -135,6 +135,9 @@ func (sentinelTopology) Programs(cfg Config) ([]string, error) { return redisPro
 // Clocks implements Topology.
 func (sentinelTopology) Clocks() error { return nil }
 
+// Traits implements Topology: replicas, primary and sentinels talk to each other; CLIENT PAUSE holds writes.
+func (sentinelTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: true} }
+
 func (sentinelTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)
 }

@@ -22,6 +22,8 @@ type Topology interface {
 	Programs(cfg Config) ([]string, error)
 	// Clocks says why the clock shim cannot move the nodes' clocks, or nil when it can.
 	Clocks() error
+	// Traits are what the family's servers allow faults to do, whatever runs them.
+	Traits() Traits
 
 	// persistence is how the nodes keep their data across restarts on a backend that runs them.
 	persistence(cfg Config) Persistence
