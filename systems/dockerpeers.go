@@ -38,9 +38,6 @@ type dockerPeer struct {
 	slows map[string]*peerSlow
 }
 
-// logLine is a line a node writes to its log file (in its directory) once it serves.
-type logLine struct{ file, text string }
-
 // peerRules are the iptables rules (without -A/-D), in the caller's namespace, that cut its
 // connections to ip:port.
 func peerRules(mode, ip string, port int) [][]string {

@@ -233,15 +233,6 @@ func (b *dockerRemote) timing() (time.Duration, time.Duration) {
 
 func (b *dockerRemote) killFirst() bool { return false }
 
-// peerAddr is where other servers call a node's port.
-func (b *dockerRemote) peerAddr(name string, port int) string {
-	n, err := b.node(name)
-	if err != nil {
-		return ""
-	}
-	return net.JoinHostPort(n.peer.ip, strconv.Itoa(port))
-}
-
 // startPods starts the nodes' pods together, not the nodes, and learns their published addresses.
 func (b *dockerRemote) startPods(ctx context.Context, names []string) error {
 	return together(names, func(name string) error { return b.startPod(ctx, name) })

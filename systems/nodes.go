@@ -48,6 +48,9 @@ type nodeSpec struct {
 	port, peerPort int
 }
 
+// logLine is a line a node writes to its log file (in its directory) once it serves.
+type logLine struct{ file, text string }
+
 // runner starts the hosts of a backend's nodes.
 type runner interface {
 	// newHost makes the node's place (its directory, its container) and returns its host and where it

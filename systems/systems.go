@@ -1,12 +1,17 @@
 // Package systems runs the systems under test: the nodes a lock needs, with their roles and every
 // network path between them and the clients.
 //
-// A System is started by a Backend (local child processes today), names the role of each node and
+// A system is a topology on a backend, never written out per pair. A Topology (one file per
+// family: masters.go, sentinel.go, etcd.go, listed in topology.go's registry) gives the nodes and
+// their first roles, the programs they run, its size rules, and the paths between its servers. A
+// backend (bed.go) is one node table (nodes.go: the lifecycle, written once) over a runner: local
+// child processes (runlocal.go), Docker (docker.go) or a remote Docker Engine (dockerremote.go);
+// external servers (external.go) refuse every node fault. A System names the role of each node and
 // reports the current one (a replica the sentinels promote becomes the primary), gives each client
 // group an endpoint per node through a link, and puts a link on every path between servers too, so
 // that a fault can cut replication or isolate a master from its sentinels while clients still reach
 // it. Nemeses and the harness speak to a system only through this package's interfaces, never to a
-// server family by assumption.
+// server family by assumption; Capabilities says before a run which node operations a pair offers.
 package systems
 
 import (
