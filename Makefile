@@ -1,8 +1,14 @@
 # lockpick: make demo | make test | make test-long | make newcomer | make bench | one target per scenario.
 GO      ?= go
 BIN     := bin/lockpick
-REV     := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-LDFLAGS := -X main.revision=$(REV)
+# The version lockpick version prints and every run records: go build stamps it from git
+# (-buildvcs=auto, whatever GOFLAGS says), except in a git worktree, whose .git is a file the go
+# command does not recognise; these -ldflags stamp the same facts there. Outside git: unstamped.
+REV     := $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := $(if $(REV),-X main.vcsRevision=$(REV) \
+	-X main.vcsTime=$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ) \
+	-X main.vcsModified=$(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo false || echo true) \
+	-X main.vcsTag=$(shell git describe --tags --exact-match HEAD 2>/dev/null))
 STORE   ?= store
 # Extra flags for scenario targets, e.g. make redlock-restart ARGS='--seed 7'
 ARGS    ?=
@@ -12,7 +18,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test test-long vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test test-long ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
 
 all: build
 
@@ -21,7 +27,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: shim
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
+	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lockpick
 
 # The LD_PRELOAD clock shim the clock nemesis starts nodes with; lockpick finds it beside its binary.
 # (Without it, lockpick compiles the same source, embedded, into the user cache on first use.)
@@ -56,6 +62,14 @@ test: deps browser vet tidy shim
 LONG_TESTS := ^(TestDocker.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
 test-long: deps shim
 	$(GO) test -race -count=1 -timeout 30m -run '$(LONG_TESTS)' ./...
+	@scripts/ssh-hosts.sh selftest
+
+# Test hosts for the SSH backend (issue 27): network namespaces on a bridge, one sshd each, on
+# their own addresses (scripts/ssh-hosts.sh says how, and what it removes); ssh-hosts-down removes them.
+ssh-hosts:
+	@scripts/ssh-hosts.sh up $(or $(HOSTS),3)
+ssh-hosts-down:
+	@scripts/ssh-hosts.sh down
 
 # Headless Chromium for the report's browser test (results: TestReportInBrowser). Installed when
 # this machine may install; without it that one test is skipped and says so.

@@ -85,6 +85,16 @@ func (pr *parser) acquired(key string, e *history.Event) {
 	}
 }
 
+// longerRecovery is the advice to run long enough after the last heal to judge liveness, in the
+// spelling of the run's options: its scenario file's field, or the flag.
+func longerRecovery(plan *history.Plan, window int64) string {
+	at := time.Duration(window).Round(time.Second)
+	if plan.Scenario != "" {
+		return fmt.Sprintf("set recovery: %s (or more) in %s", at, plan.Scenario)
+	}
+	return fmt.Sprintf("use a --recovery of at least %s", at)
+}
+
 // checkLiveness is step 6e.
 func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 	if run.plan == nil || len(run.plan.Keys) == 0 {
@@ -128,8 +138,8 @@ func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 	}
 	if l.Verdict == LiveOK && p.last-l.Since < window {
 		l.Verdict = LiveUnknown
-		l.Note = fmt.Sprintf("the run went on %s after the last heal, less than the lease expiry plus a margin (%s): liveness was not judged; use a --recovery of at least %s",
-			FormatSpan(p.last-l.Since), FormatSpan(window), time.Duration(window).Round(time.Second))
+		l.Note = fmt.Sprintf("the run went on %s after the last heal, less than the lease expiry plus a margin (%s): liveness was not judged; %s",
+			FormatSpan(p.last-l.Since), FormatSpan(window), longerRecovery(run.plan, window))
 	}
 	return l
 }

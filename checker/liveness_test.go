@@ -3,6 +3,7 @@ package checker
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -218,5 +219,17 @@ func TestRefusalsAfterUnknownAcquiresAreUnavailability(t *testing.T) {
 	r := mustCheck(t, h.end(10000, history.OK, "").events())
 	if r.Liveness == nil || r.Liveness.Verdict != LiveUnavailable || r.Valid != Valid {
 		t.Fatalf("liveness %+v, verdict %s: want unavailable and valid", r.Liveness, r.Valid)
+	}
+}
+
+// Advice to run longer names the option as the run was given it: the flag, or the scenario file's
+// field and the file.
+func TestLongerRecoveryNamesTheSpelling(t *testing.T) {
+	window := int64(20 * time.Second)
+	if got := longerRecovery(&history.Plan{}, window); got != "use a --recovery of at least 20s" {
+		t.Errorf("command line: %q", got)
+	}
+	if got := longerRecovery(&history.Plan{Scenario: "s.yaml"}, window); got != "set recovery: 20s (or more) in s.yaml" {
+		t.Errorf("scenario file: %q", got)
 	}
 }

@@ -205,151 +205,11 @@ type resOp struct {
 // lock-level holds (for lease deadlines), faults the fault windows (to name the pause behind a stale
 // write). It returns nil when the history has no resource operations.
 func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) *ResourceResult {
-	var (
-		r        = &ResourceResult{StaleWrites: []StaleWrite{}, Notes: []string{}, Errors: []string{}}
-		inflight = map[int]int{} // process -> invoke event index of its read or write
-		lastRead = map[int]int{} // process -> its latest read invoke (index), with the read's ok
-		readOK   = map[int]int64{}
-		readVal  = map[int]int64{}
-		byKey    = map[string][]resOp{}
-		finals   = map[string]int64{}
-		accepted = map[string]int64{} // key -> highest token accepted so far (in completion order)
-		keys     []string
-		seen     bool
-	)
-	addKey := func(k string) {
-		if _, ok := byKey[k]; !ok {
-			byKey[k] = nil
-			keys = append(keys, k)
-		}
-	}
-	// Latest hold of each process per key, for the lease a write was made under.
-	holdOf := map[int][]int{}
-	for i := range holds {
-		holdOf[holds[i].Process] = append(holdOf[holds[i].Process], i)
-	}
-	// A process's holds start in time order (its events are, validate checks it): the search skips
-	// every hold that starts after t, so a long history costs n log n here, not n squared.
-	leaseAt := func(process int, key string, t int64) *hold {
-		hs := holdOf[process]
-		for j := sort.Search(len(hs), func(j int) bool { return holds[hs[j]].Start > t }) - 1; j >= 0; j-- {
-			h := &holds[hs[j]]
-			if h.key == key && h.Start <= t {
-				return h
-			}
-		}
+	sc := newResourceScan(st, holds, faults, opts)
+	if !sc.scan() {
 		return nil
 	}
-	for _, i := range st.resourcePositions() {
-		e := st.at(i)
-		if e.F != history.FRead && e.F != history.FWrite && e.F != history.FFinal {
-			continue
-		}
-		seen = true
-		if e.Type == history.Invoke {
-			inflight[e.Process] = i
-			continue
-		}
-		j, ok := inflight[e.Process]
-		if !ok || st.at(j).F != e.F {
-			continue // parse has already rejected malformed client histories
-		}
-		delete(inflight, e.Process)
-		inv := st.at(j)
-		key := inv.Key
-		addKey(key)
-		switch e.F {
-		case history.FFinal:
-			if e.Type == history.OK {
-				v, err := strconv.ParseInt(e.Value, 10, 64)
-				if err != nil {
-					r.Errors = append(r.Errors, fmt.Sprintf("final value %q of %s is not an integer", e.Value, key))
-					continue
-				}
-				finals[key] = v
-				byKey[key] = append(byKey[key], resOp{in: counterIn{kind: opFinal, read: v, process: -1}, inv: inv.Time, ret: e.Time})
-			}
-		case history.FRead:
-			r.Reads.add(e.Type)
-			if e.Type != history.OK {
-				continue
-			}
-			v, err := strconv.ParseInt(e.Value, 10, 64)
-			if err != nil {
-				r.Errors = append(r.Errors, fmt.Sprintf("read value %q of %s is not an integer", e.Value, key))
-				continue
-			}
-			lastRead[e.Process], readOK[e.Process], readVal[e.Process] = j, e.Time, v
-			// Until a write follows, this read stands alone; an accepted write replaces it below.
-			byKey[key] = append(byKey[key], resOp{in: counterIn{kind: opRead, process: e.Process, read: v}, inv: inv.Time, ret: e.Time})
-		case history.FWrite:
-			r.Writes.add(e.Type)
-			if r.Guard == "" {
-				r.Guard = inv.Guard
-			}
-			ri, ok := lastRead[e.Process]
-			if !ok {
-				r.Errors = append(r.Errors, fmt.Sprintf("p%d wrote %s without a read before", e.Process, key))
-				continue
-			}
-			delete(lastRead, e.Process)
-			read := readVal[e.Process]
-			in := counterIn{process: e.Process, read: read, token: inv.Token}
-			ops := byKey[key]
-			// The write belongs to the read just recorded for this process: find it and fold the two.
-			k := len(ops) - 1
-			for ; k >= 0; k-- {
-				if ops[k].in.kind == opRead && ops[k].in.process == e.Process && ops[k].inv == st.at(ri).Time {
-					break
-				}
-			}
-			switch e.Type {
-			case history.OK:
-				in.kind = opInc
-				if k >= 0 {
-					ops[k] = resOp{in: in, inv: st.at(ri).Time, ret: e.Time}
-				}
-			case history.Info:
-				in.kind = opIncMaybe
-				if k >= 0 {
-					// The read stays as its own operation; the write may take effect any time after.
-					ops = append(ops, resOp{in: in, inv: st.at(ri).Time, ret: math.MaxInt64})
-				}
-			case history.Fail:
-				in.kind = opWriteFail
-				ops = append(ops, resOp{in: in, inv: inv.Time, ret: e.Time})
-			}
-			byKey[key] = ops
-
-			h := leaseAt(e.Process, key, inv.Time)
-			expired := h != nil && h.Deadline != Never && inv.Time > h.Deadline
-			if e.Type == history.Fail && expired {
-				r.RejectedStale++
-			}
-			if e.Type == history.OK {
-				newer := accepted[key]
-				if expired || (inv.Token > 0 && newer > inv.Token) {
-					sw := StaleWrite{Key: key, Process: e.Process, Value: inv.Value, Token: inv.Token, Read: st.at(ri).Time, Invoke: inv.Time}
-					if expired {
-						sw.Deadline, sw.Past = h.Deadline, inv.Time-h.Deadline
-					}
-					if inv.Token > 0 && newer > inv.Token {
-						sw.NewerToken = newer
-					}
-					sw.Pause = pauseOf(faults, e.Process, sw.Read, sw.Invoke)
-					sw.Description = describeStale(&sw)
-					r.StaleWriteCount++
-					if len(r.StaleWrites) < opts.MaxViolations {
-						r.StaleWrites = append(r.StaleWrites, sw)
-					}
-				}
-				accepted[key] = max(accepted[key], inv.Token)
-			}
-		}
-	}
-	if !seen {
-		return nil
-	}
+	r := sc.r
 	guard, err := resource.ParseGuard(r.Guard)
 	if r.Guard == "" {
 		guard, err = resource.GuardNone, nil
@@ -360,9 +220,210 @@ func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) 
 		r.Valid = Unknown
 		return r
 	}
-	sort.Strings(keys)
+	sort.Strings(sc.keys)
+	r.countLostUpdates(sc.keys, sc.finals)
+	result := r.linearizeCounters(guard, sc.keys, sc.byKey, faults, opts.Timeout)
+	r.judge(result)
+	return r
+}
 
-	// Lost updates: every accepted increment should have raised the counter by one.
+// resourceScan pairs the resource operations of a history and folds each read with the write that
+// follows it into one counter operation, per key, noting stale writes on the way.
+type resourceScan struct {
+	st     *store
+	holds  []hold
+	faults []FaultWindow
+	opts   Options
+	r      *ResourceResult
+
+	inflight map[int]int // process -> invoke event index of its read or write
+	lastRead map[int]int // process -> its latest ok read's invoke (index)
+	readVal  map[int]int64
+	byKey    map[string][]resOp
+	finals   map[string]int64
+	accepted map[string]int64 // key -> highest token accepted so far (in completion order)
+	keys     []string
+	holdOf   map[int][]int // process -> its holds (indexes into holds), in start order
+}
+
+func newResourceScan(st *store, holds []hold, faults []FaultWindow, opts Options) *resourceScan {
+	sc := &resourceScan{
+		st: st, holds: holds, faults: faults, opts: opts,
+		r:        &ResourceResult{StaleWrites: []StaleWrite{}, Notes: []string{}, Errors: []string{}},
+		inflight: map[int]int{}, lastRead: map[int]int{}, readVal: map[int]int64{},
+		byKey: map[string][]resOp{}, finals: map[string]int64{}, accepted: map[string]int64{},
+		holdOf: map[int][]int{},
+	}
+	for i := range holds {
+		sc.holdOf[holds[i].Process] = append(sc.holdOf[holds[i].Process], i)
+	}
+	return sc
+}
+
+// scan reads every resource event; it reports whether there was any.
+func (sc *resourceScan) scan() bool {
+	seen := false
+	for _, i := range sc.st.resourcePositions() {
+		e := sc.st.at(i)
+		if e.F != history.FRead && e.F != history.FWrite && e.F != history.FFinal {
+			continue
+		}
+		seen = true
+		if e.Type == history.Invoke {
+			sc.inflight[e.Process] = i
+			continue
+		}
+		j, ok := sc.inflight[e.Process]
+		if !ok || sc.st.at(j).F != e.F {
+			continue // parse has already rejected malformed client histories
+		}
+		delete(sc.inflight, e.Process)
+		sc.addKey(sc.st.at(j).Key)
+		switch e.F {
+		case history.FFinal:
+			sc.final(j, e)
+		case history.FRead:
+			sc.read(j, e)
+		case history.FWrite:
+			sc.write(j, e)
+		}
+	}
+	return seen
+}
+
+func (sc *resourceScan) addKey(k string) {
+	if _, ok := sc.byKey[k]; !ok {
+		sc.byKey[k] = nil
+		sc.keys = append(sc.keys, k)
+	}
+}
+
+// leaseAt is process's hold of key at t. A process's holds start in time order (its events are,
+// validate checks it): the search skips every hold that starts after t, so a long history costs
+// n log n here, not n squared.
+func (sc *resourceScan) leaseAt(process int, key string, t int64) *hold {
+	hs := sc.holdOf[process]
+	for j := sort.Search(len(hs), func(j int) bool { return sc.holds[hs[j]].Start > t }) - 1; j >= 0; j-- {
+		h := &sc.holds[hs[j]]
+		if h.key == key && h.Start <= t {
+			return h
+		}
+	}
+	return nil
+}
+
+func (sc *resourceScan) final(j int, e *history.Event) {
+	if e.Type != history.OK {
+		return
+	}
+	inv := sc.st.at(j)
+	v, err := strconv.ParseInt(e.Value, 10, 64)
+	if err != nil {
+		sc.r.Errors = append(sc.r.Errors, fmt.Sprintf("final value %q of %s is not an integer", e.Value, inv.Key))
+		return
+	}
+	sc.finals[inv.Key] = v
+	sc.byKey[inv.Key] = append(sc.byKey[inv.Key], resOp{in: counterIn{kind: opFinal, read: v, process: -1}, inv: inv.Time, ret: e.Time})
+}
+
+func (sc *resourceScan) read(j int, e *history.Event) {
+	sc.r.Reads.add(e.Type)
+	if e.Type != history.OK {
+		return
+	}
+	inv := sc.st.at(j)
+	v, err := strconv.ParseInt(e.Value, 10, 64)
+	if err != nil {
+		sc.r.Errors = append(sc.r.Errors, fmt.Sprintf("read value %q of %s is not an integer", e.Value, inv.Key))
+		return
+	}
+	sc.lastRead[e.Process], sc.readVal[e.Process] = j, v
+	// Until a write follows, this read stands alone; an accepted write replaces it (write).
+	sc.byKey[inv.Key] = append(sc.byKey[inv.Key], resOp{in: counterIn{kind: opRead, process: e.Process, read: v}, inv: inv.Time, ret: e.Time})
+}
+
+func (sc *resourceScan) write(j int, e *history.Event) {
+	r, inv := sc.r, sc.st.at(j)
+	key := inv.Key
+	r.Writes.add(e.Type)
+	if r.Guard == "" {
+		r.Guard = inv.Guard
+	}
+	ri, ok := sc.lastRead[e.Process]
+	if !ok {
+		r.Errors = append(r.Errors, fmt.Sprintf("p%d wrote %s without a read before", e.Process, key))
+		return
+	}
+	delete(sc.lastRead, e.Process)
+	readAt := sc.st.at(ri).Time
+	sc.fold(key, counterIn{process: e.Process, read: sc.readVal[e.Process], token: inv.Token}, readAt, inv.Time, e)
+	sc.judgeWrite(key, inv, readAt, e)
+}
+
+// fold turns the process's read of key and its write into counter operations: one increment for an
+// accepted write, the read alone plus an increment that may take effect any time after for an
+// unknown one, the read and a failed write for a refused one.
+func (sc *resourceScan) fold(key string, in counterIn, readAt, invoked int64, e *history.Event) {
+	ops := sc.byKey[key]
+	// The write belongs to the read just recorded for this process: find it and fold the two.
+	k := len(ops) - 1
+	for ; k >= 0; k-- {
+		if ops[k].in.kind == opRead && ops[k].in.process == e.Process && ops[k].inv == readAt {
+			break
+		}
+	}
+	switch e.Type {
+	case history.OK:
+		in.kind = opInc
+		if k >= 0 {
+			ops[k] = resOp{in: in, inv: readAt, ret: e.Time}
+		}
+	case history.Info:
+		in.kind = opIncMaybe
+		if k >= 0 {
+			ops = append(ops, resOp{in: in, inv: readAt, ret: math.MaxInt64})
+		}
+	case history.Fail:
+		in.kind = opWriteFail
+		ops = append(ops, resOp{in: in, inv: invoked, ret: e.Time})
+	}
+	sc.byKey[key] = ops
+}
+
+// judgeWrite counts a write refused for its expired lease, and notes an accepted one made past its
+// lease's deadline or with a token older than one already accepted: a stale write.
+func (sc *resourceScan) judgeWrite(key string, inv *history.Event, readAt int64, e *history.Event) {
+	r := sc.r
+	h := sc.leaseAt(e.Process, key, inv.Time)
+	expired := h != nil && h.Deadline != Never && inv.Time > h.Deadline
+	if e.Type == history.Fail && expired {
+		r.RejectedStale++
+	}
+	if e.Type != history.OK {
+		return
+	}
+	newer := sc.accepted[key]
+	if expired || (inv.Token > 0 && newer > inv.Token) {
+		sw := StaleWrite{Key: key, Process: e.Process, Value: inv.Value, Token: inv.Token, Read: readAt, Invoke: inv.Time}
+		if expired {
+			sw.Deadline, sw.Past = h.Deadline, inv.Time-h.Deadline
+		}
+		if inv.Token > 0 && newer > inv.Token {
+			sw.NewerToken = newer
+		}
+		sw.Pause = pauseOf(sc.faults, e.Process, sw.Read, sw.Invoke)
+		sw.Description = describeStale(&sw)
+		r.StaleWriteCount++
+		if len(r.StaleWrites) < sc.opts.MaxViolations {
+			r.StaleWrites = append(r.StaleWrites, sw)
+		}
+	}
+	sc.accepted[key] = max(sc.accepted[key], inv.Token)
+}
+
+// countLostUpdates compares the counters' final values with the accepted increments: every
+// accepted increment should have raised its counter by one.
+func (r *ResourceResult) countLostUpdates(keys []string, finals map[string]int64) {
 	r.HasFinal = len(keys) > 0
 	for _, k := range keys {
 		v, ok := finals[k]
@@ -372,27 +433,30 @@ func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) 
 		}
 		r.Final += v
 	}
-	if r.HasFinal {
-		r.LostUpdates = int64(r.Writes.OK) - (r.Final - r.Initial)
-		if int64(r.Writes.OK+r.Writes.Info) < r.Final-r.Initial {
-			// More increments than writes: the data was changed by something else. A concrete
-			// counterexample, like a lost update.
-			r.Phantom = r.Final - r.Initial - int64(r.Writes.OK+r.Writes.Info)
-			r.Notes = append(r.Notes, fmt.Sprintf("the counters rose by %d but only %d writes may have been accepted", r.Final-r.Initial, r.Writes.OK+r.Writes.Info))
-		}
-		r.LostUpdates = max(r.LostUpdates, 0)
-	} else {
+	if !r.HasFinal {
 		r.Notes = append(r.Notes, "the history has no final value of some counter, so lost updates were not counted")
+		return
 	}
+	r.LostUpdates = int64(r.Writes.OK) - (r.Final - r.Initial)
+	if int64(r.Writes.OK+r.Writes.Info) < r.Final-r.Initial {
+		// More increments than writes: the data was changed by something else. A concrete
+		// counterexample, like a lost update.
+		r.Phantom = r.Final - r.Initial - int64(r.Writes.OK+r.Writes.Info)
+		r.Notes = append(r.Notes, fmt.Sprintf("the counters rose by %d but only %d writes may have been accepted", r.Final-r.Initial, r.Writes.OK+r.Writes.Info))
+	}
+	r.LostUpdates = max(r.LostUpdates, 0)
+}
 
-	// Porcupine on the counter model, one key at a time, part by part.
+// linearizeCounters runs porcupine on the counter model, one key at a time, part by part, and prepares
+// what the report draws.
+func (r *ResourceResult) linearizeCounters(guard resource.Guard, keys []string, byKey map[string][]resOp, faults []FaultWindow, timeout time.Duration) porcupine.CheckResult {
 	model := counterModel(guard)
 	began := time.Now()
 	timeLeft := func() time.Duration {
-		if opts.Timeout <= 0 {
+		if timeout <= 0 {
 			return 0
 		}
-		return max(opts.Timeout-time.Since(began), time.Millisecond)
+		return max(timeout-time.Since(began), time.Millisecond)
 	}
 	result := porcupine.Ok
 	var drawn []resSegment
@@ -408,9 +472,12 @@ func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) 
 		}
 	}
 	r.Porcupine = porcupineWord(result)
-	r.prepareVisualization(model, drawn, faults, opts.Timeout)
+	r.prepareVisualization(model, drawn, faults, timeout)
+	return result
+}
 
-	// Verdict. A lost update is a concrete counterexample; porcupine must agree with it.
+// judge sets the verdict. A lost update is a concrete counterexample; porcupine must agree with it.
+func (r *ResourceResult) judge(result porcupine.CheckResult) {
 	switch {
 	case len(r.Errors) > 0:
 		r.Valid = Unknown
@@ -426,7 +493,6 @@ func checkResource(st *store, holds []hold, faults []FaultWindow, opts Options) 
 	default:
 		r.Valid = Valid
 	}
-	return r
 }
 
 // add counts one completion of type t.

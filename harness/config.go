@@ -139,115 +139,146 @@ type Config struct {
 	// into lockpick, for a built-in lock "lockpick NAME" at Revision. It is known once the clients
 	// start: config.json is written again then.
 	Library *history.Library `json:"library,omitempty"`
-	// Revision is the git revision lockpick was built from; Command is how it was invoked.
+	// Version is the lockpick version to cite (a release tag, or a pseudo-version naming the
+	// commit: lockpick version prints it); Revision is the whole git revision it was built from;
+	// Command is how it was invoked.
+	Version  string   `json:"version,omitempty"`
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
+
+	// Spelling is how the user gave these options (flags or a scenario file), for Resolve's errors
+	// to name them so; it is not part of the run.
+	Spelling Spelling `json:"-"`
 }
 
-// Resolve fills in defaults and checks the configuration. Its errors name the flag and the fix.
+// opt is the option called name as the user spells it (--ttl or ttl).
+func (c *Config) opt(name string) string { return c.Spelling.Name(name) }
+
+// set is the option set to a value as the user would type it (--ttl 2s or ttl: 2s).
+func (c *Config) set(name string, value any) string { return c.Spelling.Set(name, fmt.Sprint(value)) }
+
+// Resolve fills in defaults and checks the configuration. Its errors name the option as the user
+// spelt it (Spelling) and the fix.
 func (c *Config) Resolve() error {
 	if err := locks.Validate(c.Lock); err != nil {
-		return fmt.Errorf("--lock: %w", err)
+		return fmt.Errorf("%s: %w", c.opt("lock"), err)
 	}
 	if err := c.resolveClient(); err != nil {
-		return err
+		return c.Spelling.Respell(err)
 	}
 	if c.Nemesis == "" {
 		c.Nemesis = "none"
 	}
 	specs, err := nemesis.ParseSpecs(c.Nemesis)
 	if err != nil {
-		return fmt.Errorf("--nemesis: %w", err)
+		return fmt.Errorf("%s: %w", c.opt("nemesis"), err)
 	}
 	c.Nemesis = nemesis.JoinSpecs(specs)
 	if err := c.resolveWorkload(specs); err != nil {
-		return err
+		return c.Spelling.Respell(err)
 	}
 	if c.Persistence == "" {
 		c.Persistence = string(systems.PersistNone)
 	}
 	if _, err := systems.ParsePersistence(c.Persistence); err != nil {
-		return fmt.Errorf("--persistence: %w", err)
+		return fmt.Errorf("%s: %w", c.opt("persistence"), err)
 	}
-	if c.TTL <= 0 {
-		return fmt.Errorf("--ttl must be positive (for example --ttl 2s), got %v", time.Duration(c.TTL))
-	}
-	if c.TTL < Duration(10*time.Millisecond) {
-		return fmt.Errorf("--ttl %v is below Redis's useful resolution: use at least 10ms", time.Duration(c.TTL))
-	}
-	if c.TimeLimit <= c.TTL {
-		return fmt.Errorf("--time-limit %v is not longer than --ttl %v: give the run more than one TTL (for example --time-limit 30s)", time.Duration(c.TimeLimit), time.Duration(c.TTL))
-	}
-	if c.Clients < 1 || c.Clients > MaxClients {
-		return fmt.Errorf("--clients must lie between 1 and %d, got %d: %s", MaxClients, c.Clients, maxClientsWhy)
-	}
-	if c.Keys < 1 {
-		return fmt.Errorf("--keys must be at least 1, got %d", c.Keys)
-	}
-	if c.ClientGroups == 0 {
-		c.ClientGroups = 1
-	}
-	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
-		return fmt.Errorf("--client-groups must lie between 1 and --clients (%d), got %d", c.Clients, c.ClientGroups)
+	if err := c.resolveSizes(); err != nil {
+		return err
 	}
 	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System != "redis-sentinel" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
 		// The endpoints are the nodes; the lock then checks their number as it would --nodes.
 		c.Nodes = len(c.Endpoints)
 	}
 	if err := c.resolveSystem(); err != nil {
+		err = c.Spelling.Respell(err)
 		if c.Backend == systems.BackendExternal {
 			return fmt.Errorf("%w (with --backend external the %d --endpoints are the nodes)", err, len(c.Endpoints))
 		}
 		return err
 	}
 	if err := c.resolveBackend(); err != nil {
+		return c.Spelling.Respell(err)
+	}
+	if err := c.resolveTimes(); err != nil {
 		return err
-	}
-	if c.WatchdogTimeout < 0 {
-		return fmt.Errorf("--watchdog-timeout must not be negative, got %v", time.Duration(c.WatchdogTimeout))
-	}
-	if k, err := c.kind(); err == nil && !k.Open && c.WatchdogTimeout > 0 {
-		return fmt.Errorf("--watchdog-timeout applies to watchdog locks (watchdog, r2m), not --lock %s: drop it", c.Lock)
-	}
-	if c.Recovery < 0 {
-		return fmt.Errorf("--recovery must not be negative, got %v", time.Duration(c.Recovery))
-	}
-	if c.Interval == 0 {
-		c.Interval = Duration(5 * time.Second)
-	}
-	if c.Interval < 0 {
-		return fmt.Errorf("--interval must be positive, got %v", time.Duration(c.Interval))
-	}
-	if c.RestartDelay == 0 {
-		c.RestartDelay = c.TTL + c.TTL/2
-	}
-	if c.RestartDelay < 0 {
-		return fmt.Errorf("--restart-delay must be positive, got %v", time.Duration(c.RestartDelay))
-	}
-	if c.NodeTimeout == 0 {
-		c.NodeTimeout = Duration(DefaultNodeTimeout(time.Duration(c.TTL)))
-	}
-	if c.NodeTimeout < 0 || c.NodeTimeout >= c.TTL {
-		return fmt.Errorf("--node-timeout %v must be positive and well below --ttl %v", time.Duration(c.NodeTimeout), time.Duration(c.TTL))
 	}
 	if err := c.resolveHold(); err != nil {
-		return err
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = Duration(2 * time.Minute)
-	}
-	if c.CheckTimeout < 0 {
-		return fmt.Errorf("--check-timeout must be positive, got %v", time.Duration(c.CheckTimeout))
+		return c.Spelling.Respell(err)
 	}
 	if err := c.resolvePlaces(); err != nil {
-		return err
+		return c.Spelling.Respell(err)
 	}
 	// Parameters are checked now, against the cluster the run will have, so that a bad one stops the
 	// run before any node starts.
 	for _, spec := range specs {
 		if _, err := nemesis.Build(spec, c.nemesisEnv(nil)); err != nil {
-			return fmt.Errorf("--nemesis: %w", err)
+			return fmt.Errorf("%s: %w", c.opt("nemesis"), err)
 		}
+	}
+	return nil
+}
+
+// resolveSizes checks the TTL against the time limit, and the numbers of clients, keys and groups.
+func (c *Config) resolveSizes() error {
+	if c.TTL <= 0 {
+		return fmt.Errorf("%s must be positive (for example %s), got %v", c.opt("ttl"), c.set("ttl", "2s"), time.Duration(c.TTL))
+	}
+	if c.TTL < Duration(10*time.Millisecond) {
+		return fmt.Errorf("%s is below Redis's useful resolution: use at least 10ms", c.set("ttl", time.Duration(c.TTL)))
+	}
+	if c.TimeLimit <= c.TTL {
+		return fmt.Errorf("%s is not longer than %s: give the run more than one TTL (for example %s)", c.set("time-limit", time.Duration(c.TimeLimit)), c.set("ttl", time.Duration(c.TTL)), c.set("time-limit", "30s"))
+	}
+	if c.Clients < 1 || c.Clients > MaxClients {
+		return fmt.Errorf("%s must lie between 1 and %d, got %d: %s", c.opt("clients"), MaxClients, c.Clients, maxClientsWhy)
+	}
+	if c.Keys < 1 {
+		return fmt.Errorf("%s must be at least 1, got %d", c.opt("keys"), c.Keys)
+	}
+	if c.ClientGroups == 0 {
+		c.ClientGroups = 1
+	}
+	if c.ClientGroups < 1 || c.ClientGroups > c.Clients {
+		return fmt.Errorf("%s must lie between 1 and %s (%d), got %d", c.opt("client-groups"), c.opt("clients"), c.Clients, c.ClientGroups)
+	}
+	return nil
+}
+
+// resolveTimes fills in and checks the run's phases and timeouts.
+func (c *Config) resolveTimes() error {
+	if c.WatchdogTimeout < 0 {
+		return fmt.Errorf("%s must not be negative, got %v", c.opt("watchdog-timeout"), time.Duration(c.WatchdogTimeout))
+	}
+	if k, err := c.kind(); err == nil && !k.Open && c.WatchdogTimeout > 0 {
+		return fmt.Errorf("%s applies to watchdog locks (watchdog, r2m), not %s: drop it", c.opt("watchdog-timeout"), c.set("lock", c.Lock))
+	}
+	if c.Recovery < 0 {
+		return fmt.Errorf("%s must not be negative, got %v", c.opt("recovery"), time.Duration(c.Recovery))
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(5 * time.Second)
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("%s must be positive, got %v", c.opt("interval"), time.Duration(c.Interval))
+	}
+	if c.RestartDelay == 0 {
+		c.RestartDelay = c.TTL + c.TTL/2
+	}
+	if c.RestartDelay < 0 {
+		return fmt.Errorf("%s must be positive, got %v", c.opt("restart-delay"), time.Duration(c.RestartDelay))
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = Duration(DefaultNodeTimeout(time.Duration(c.TTL)))
+	}
+	if c.NodeTimeout < 0 || c.NodeTimeout >= c.TTL {
+		return fmt.Errorf("%s must be positive and well below %s", c.set("node-timeout", time.Duration(c.NodeTimeout)), c.set("ttl", time.Duration(c.TTL)))
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = Duration(2 * time.Minute)
+	}
+	if c.CheckTimeout < 0 {
+		return fmt.Errorf("%s must be positive, got %v", c.opt("check-timeout"), time.Duration(c.CheckTimeout))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	if err != nil {
 		return nil, &StartError{err}
 	}
-	libs := newLibraries(kind, cfg.Revision)
+	libs := newLibraries(kind, cmp.Or(cfg.Version, cfg.Revision))
 	cfg.Library = libs.library() // a client program names itself once it runs
 	if err := results.WriteJSON(dir, results.ConfigFile, cfg); err != nil {
 		return nil, &StartError{err}
@@ -390,7 +391,7 @@ func (c *Config) plan() *history.Plan {
 	p := &history.Plan{
 		Lock: c.Lock, Workload: c.Workload, Keys: c.KeyNames(), Clients: c.Clients,
 		TTL: int64(c.TTL), TimeLimit: int64(c.TimeLimit), Recovery: int64(c.Recovery), Seed: c.Seed,
-		Expiry: int64(c.Expiry()),
+		Expiry: int64(c.Expiry()), Scenario: c.Spelling.File,
 	}
 	for _, s := range c.Specs() {
 		p.Nemeses = append(p.Nemeses, s.String())

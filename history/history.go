@@ -95,6 +95,9 @@ type Plan struct {
 	// Expiry is the longest a lease outlives a holder that died (the TTL, or a watchdog lock's
 	// timeout): after the last heal every key must be granted again within it plus a margin.
 	Expiry int64 `json:"expiry,omitempty"`
+	// Scenario is the scenario file the run's options came from, empty for a command line: advice
+	// then names the file's fields (recovery: 20s) rather than flags.
+	Scenario string `json:"scenario,omitempty"`
 }
 
 // Nemesis effects: whether a nemesis operation begins a fault or heals one.

@@ -21,9 +21,11 @@ const (
 // Card is the report card of a matrix: every cell (a lock under a set of nemeses) run with several
 // seeds.
 type Card struct {
-	Started  time.Time `json:"started"`
-	Revision string    `json:"revision"`
-	Command  []string  `json:"command,omitempty"`
+	Started time.Time `json:"started"`
+	// Version is the lockpick that ran the matrix (lockpick version); Revision its git revision.
+	Version  string   `json:"version,omitempty"`
+	Revision string   `json:"revision"`
+	Command  []string `json:"command,omitempty"`
 	// Settings are the run settings every cell shares (TTL, time limit, clients...).
 	Settings map[string]string `json:"settings"`
 	Cells    []*Cell           `json:"cells"`
@@ -136,7 +138,7 @@ func writeCardFiles(dir, jsonName, mdName string, card any, markdown func(io.Wri
 func (card *Card) Markdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# lockpick report card\n\n")
-	fmt.Fprintf(&b, "Started %s, revision %s.", card.Started.UTC().Format(time.RFC3339), card.Revision)
+	fmt.Fprintf(&b, "Started %s, lockpick %s.", card.Started.UTC().Format(time.RFC3339), harnessVersion(card.Version, card.Revision))
 	if len(card.Settings) > 0 {
 		var s []string
 		for _, k := range slices.Sorted(maps.Keys(card.Settings)) {

@@ -47,6 +47,8 @@ type LibraryCard struct {
 	// Took is the card's wall time; Rejudged that it ran nothing, only checked stored runs again.
 	Took     Duration `json:"took"`
 	Rejudged bool     `json:"rejudged,omitempty"`
+	// Version is the lockpick that ran the card (lockpick version); Revision its git revision.
+	Version  string   `json:"version,omitempty"`
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
 	Seeds    []uint64 `json:"seeds"`
@@ -320,8 +322,8 @@ func (card *LibraryCard) Markdown(w io.Writer) error {
 	if card.Rejudged {
 		took = "made from stored runs, checked again by this build"
 	}
-	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, %s, lockpick revision %s.\n",
-		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), took, card.Revision)
+	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, %s, lockpick %s.\n",
+		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), took, harnessVersion(card.Version, card.Revision))
 	if len(card.Remedies) > 0 {
 		b.WriteString("\n## Remedies\n\n")
 		for _, r := range card.Remedies {

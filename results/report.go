@@ -157,7 +157,7 @@ func metaRows(m runMeta, info RunInfo, res *checker.Result) []kv {
 		{Key: "workload", Value: orDash(m.Workload)},
 		{Key: "nemeses", Value: orDash(m.Nemesis)},
 		{Key: "seed", Value: fmt.Sprint(m.Seed)},
-		{Key: "revision", Value: shortRev(m.Revision)},
+		{Key: "lockpick", Value: harnessVersion(m.Version, m.Revision)},
 		{Key: "clients", Value: fmt.Sprint(m.Clients)},
 		{Key: "keys", Value: fmt.Sprint(m.Keys)},
 		{Key: "ttl", Value: time.Duration(m.TTL).String()},

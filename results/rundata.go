@@ -29,6 +29,7 @@ type runMeta struct {
 	TimeLimit jsonDuration `json:"time_limit"`
 	Recovery  jsonDuration `json:"recovery"`
 	Seed      uint64       `json:"seed"`
+	Version   string       `json:"version"`
 	Revision  string       `json:"revision"`
 	Command   []string     `json:"command"`
 	// Etcd is the etcd server of the etcd system: its program and version.

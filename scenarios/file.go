@@ -8,11 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -111,15 +108,23 @@ func (e Expectation) Met(r *checker.Result) []string {
 	return miss
 }
 
-// fieldDocs are the top-level keys a scenario file may have, for the unknown-field error.
-var fieldDocs = []string{"name", "why", "lock", "workload", "guard", "system", "etcd_server", "nodes", "replicas", "sentinels", "allow_even_nodes", "persistence", "clients", "client_groups", "keys", "ttl", "time_limit", "recovery", "interval", "restart_delay", "node_timeout", "hold_max", "careful", "extend", "think_max", "watchdog_timeout", "reentrant", "client", "seed", "nemeses", "expect"}
+// fieldNames are the top-level keys a scenario file may have, for the unknown-field error.
+func fieldNames() []string {
+	names := []string{"name", "why"}
+	for _, o := range harness.Options() {
+		if o.Key != "" {
+			names = append(names, o.Key)
+		}
+	}
+	return append(names, "client", "expect")
+}
 
 // Parse reads a scenario file. Its errors name the file, the line, the field and what is allowed.
 // The scenario's name must be the file's name without .yaml: a scenario is found by its name, and
 // a file that says otherwise would be found under one name and stored under another. A file without
 // a seed gets one drawn at random (RandomSeed), which the caller prints so the run can be repeated.
 func Parse(file string, data []byte) (Scenario, error) {
-	s, err := parse(data)
+	s, err := parse(file, data)
 	if err != nil {
 		return Scenario{}, fmt.Errorf("%s: %w", file, err)
 	}
@@ -140,141 +145,126 @@ func Load(path string) (Scenario, error) {
 	return Parse(path, data)
 }
 
-func parse(data []byte) (Scenario, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return Scenario{}, fmt.Errorf("not valid YAML: %w", err)
+func parse(file string, data []byte) (Scenario, error) {
+	root, err := topMapping(data)
+	if err != nil {
+		return Scenario{}, err
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return Scenario{}, errors.New("a scenario file is a mapping of fields (name: ..., lock: ..., expect: ...)")
-	}
-	root := doc.Content[0]
-	var s Scenario
-	c := &s.Config
+	// A file starts from the defaults a command line has, and names its options in its own spelling.
+	s := Scenario{Config: harness.Defaults()}
+	s.Config.Spelling = harness.Spelling{File: file}
 	seen := map[string]bool{}
-	var specs []nemesis.Spec
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		at := func(err error) error {
-			if strings.HasPrefix(err.Error(), "line ") {
-				return fmt.Errorf("%s: %w", k.Value, err)
-			}
-			return fmt.Errorf("line %d: %s: %w", k.Line, k.Value, err)
-		}
-		if seen[k.Value] {
-			return s, at(errors.New("given twice"))
-		}
-		seen[k.Value] = true
-		var err error
-		switch k.Value {
-		case "name":
-			s.Name, err = str(v)
-		case "why":
-			s.Why, err = str(v)
-		case "lock":
-			c.Lock, err = str(v)
-		case "workload":
-			c.Workload, err = str(v)
-		case "guard":
-			c.Guard, err = str(v)
-		case "persistence":
-			c.Persistence, err = str(v)
-		case "system":
-			c.System, err = str(v)
-		case "etcd_server":
-			c.EtcdServer, err = str(v)
-		case "nodes":
-			c.Nodes, err = positive(v)
-		case "replicas":
-			c.Replicas, err = positive(v)
-		case "sentinels":
-			c.Sentinels, err = positive(v)
-		case "allow_even_nodes":
-			c.AllowEvenNodes, err = boolean(v)
-		case "clients":
-			c.Clients, err = integer(v)
-		case "client_groups":
-			c.ClientGroups, err = positive(v)
-		case "keys":
-			c.Keys, err = integer(v)
-		case "ttl":
-			c.TTL, err = duration(v)
-		case "time_limit":
-			c.TimeLimit, err = duration(v)
-		case "recovery":
-			c.Recovery, err = duration(v)
-		case "interval":
-			c.Interval, err = positiveDuration(v)
-		case "restart_delay":
-			c.RestartDelay, err = positiveDuration(v)
-		case "node_timeout":
-			c.NodeTimeout, err = positiveDuration(v)
-		case "hold_max":
-			c.HoldMax, err = positiveDuration(v)
-		case "careful":
-			c.Careful, err = boolean(v)
-		case "extend":
-			c.Extend, err = boolean(v)
-		case "reentrant":
-			c.Reentrant, err = boolean(v)
-		case "think_max":
-			c.ThinkMax, err = positiveDuration(v)
-		case "watchdog_timeout":
-			c.WatchdogTimeout, err = positiveDuration(v)
-		case "seed":
-			c.Seed, err = strconv.ParseUint(v.Value, 10, 64)
-			if v.Kind != yaml.ScalarNode || err != nil {
-				err = fmt.Errorf("must be a whole number of at least 0, got %q", v.Value)
-			}
-		case "client":
-			c.ClientCmd, c.ClientCaps, err = clientBlock(v)
-		case "nemeses":
-			specs, err = nemeses(v)
-		case "expect":
-			s.Expect, err = expectation(v)
-		default:
-			err = fmt.Errorf("unknown field: use one of %s", strings.Join(fieldDocs, ", "))
+		err := errors.New("given twice")
+		if !seen[k.Value] {
+			seen[k.Value] = true
+			err = s.field(k.Value, v)
 		}
 		if err != nil {
-			return s, at(err)
+			if strings.HasPrefix(err.Error(), "line ") {
+				return s, fmt.Errorf("%s: %w", k.Value, err)
+			}
+			return s, fmt.Errorf("line %d: %s: %w", k.Line, k.Value, err)
 		}
 	}
-	for _, req := range []string{"name", "lock", "ttl", "time_limit", "clients", "expect"} {
-		if !seen[req] {
-			return s, fmt.Errorf("field %s is missing", req)
-		}
-	}
-	if !seen["keys"] {
-		c.Keys = 1
-	}
-	if !seen["recovery"] {
-		c.Recovery = harness.Duration(5 * time.Second)
+	if err := missing(seen); err != nil {
+		return s, err
 	}
 	if !seen["seed"] {
-		c.Seed, s.RandomSeed = rand.Uint64()>>1, true
+		s.Config.Seed, s.RandomSeed = rand.Uint64()>>1, true
 	}
-	c.Nemesis = nemesis.JoinSpecs(specs)
-	check := *c
-	if err := check.Resolve(); err != nil {
-		return s, fieldError(err)
-	}
-	return s, nil
+	check := s.Config
+	return s, check.Resolve()
 }
 
-// flagName finds the flag an error of Config.Resolve names, to say the file's field instead.
-var flagName = regexp.MustCompile(`^--([a-z-]+)`)
+// topMapping decodes a file into its top-level mapping.
+func topMapping(data []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("a scenario file is a mapping of fields (name: ..., lock: ..., expect: ...)")
+	}
+	return doc.Content[0], nil
+}
 
-func fieldError(err error) error {
-	msg := err.Error()
-	if m := flagName.FindStringSubmatch(msg); m != nil {
-		field := strings.ReplaceAll(m[1], "-", "_")
-		if field == "nemesis" {
-			field = "nemeses"
+// field reads one top-level field: the scenario's own, or a run option through harness.Options.
+func (s *Scenario) field(key string, v *yaml.Node) error {
+	var err error
+	switch key {
+	case "name":
+		s.Name, err = str(v)
+	case "why":
+		s.Why, err = str(v)
+	case "client":
+		s.Config.ClientCmd, s.Config.ClientCaps, err = clientBlock(v)
+	case "expect":
+		s.Expect, err = expectation(v)
+	case "nemeses":
+		var specs []nemesis.Spec
+		specs, err = nemeses(v)
+		s.Config.Nemesis = nemesis.JoinSpecs(specs)
+	default:
+		o, ok := harness.OptionByKey(key)
+		if !ok {
+			return unknownField(key)
 		}
-		return fmt.Errorf("%s%s", field, strings.TrimPrefix(msg, m[0]))
+		err = option(o, &s.Config, v)
 	}
 	return err
+}
+
+// option sets a run option from its node, with the same parser as its flag.
+func option(o harness.Option, c *harness.Config, v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return errors.New("must be a single value")
+	}
+	val := o.Value(c)
+	if val.Type() == "string" && v.Value == "" {
+		return errors.New("must be a non-empty text")
+	}
+	err := val.Set(v.Value)
+	switch {
+	case errors.Is(err, harness.ErrZero) && val.Type() == "duration":
+		return fmt.Errorf("must be positive, got %q (leave the field out for its default)", v.Value)
+	case errors.Is(err, harness.ErrZero):
+		return fmt.Errorf("must be at least 1, got %s (leave the field out for its default)", v.Value)
+	case err != nil:
+		return fmt.Errorf("%w, got %q", err, v.Value)
+	}
+	return nil
+}
+
+func unknownField(key string) error {
+	if near := harness.Nearest(key, fieldNames()); near != "" {
+		return fmt.Errorf("unknown field: did you mean %s? (a scenario file has %s)", near, strings.Join(fieldNames(), ", "))
+	}
+	return fmt.Errorf("unknown field: use one of %s", strings.Join(fieldNames(), ", "))
+}
+
+// missing names every required field the file lacks, in one line.
+func missing(seen map[string]bool) error {
+	var lack []string
+	if !seen["name"] {
+		lack = append(lack, "name")
+	}
+	for _, o := range harness.Options() {
+		if o.Required && !seen[o.Key] {
+			lack = append(lack, fmt.Sprintf("%s (for example %s: %s)", o.Key, o.Key, o.Default))
+		}
+	}
+	if !seen["expect"] {
+		lack = append(lack, "expect (valid or invalid)")
+	}
+	switch len(lack) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("field %s is missing: add it", lack[0])
+	}
+	return fmt.Errorf("fields %s are missing: add them", strings.Join(lack, ", "))
 }
 
 // clientBlock reads the client block of --lock client: its command (a text split at spaces, or a
@@ -316,51 +306,6 @@ func str(v *yaml.Node) (string, error) {
 		return "", errors.New("must be a non-empty text")
 	}
 	return v.Value, nil
-}
-
-func integer(v *yaml.Node) (int, error) {
-	n, err := strconv.Atoi(v.Value)
-	if v.Kind != yaml.ScalarNode || err != nil {
-		return 0, fmt.Errorf("must be a whole number, got %q", v.Value)
-	}
-	return n, nil
-}
-
-// positive reads a count that must be at least 1. In a Config zero means "the default", so a file
-// that says 0 would silently get the default: it is refused instead.
-func positive(v *yaml.Node) (int, error) {
-	n, err := integer(v)
-	if err == nil && n < 1 {
-		return 0, fmt.Errorf("must be at least 1, got %d (leave the field out for its default)", n)
-	}
-	return n, err
-}
-
-func boolean(v *yaml.Node) (bool, error) {
-	switch v.Value {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, fmt.Errorf("must be true or false, got %q", v.Value)
-}
-
-// positiveDuration reads a duration that must be above zero, for the same reason as positive.
-func positiveDuration(v *yaml.Node) (harness.Duration, error) {
-	d, err := duration(v)
-	if err == nil && d <= 0 {
-		return 0, fmt.Errorf("must be positive, got %q (leave the field out for its default)", v.Value)
-	}
-	return d, err
-}
-
-func duration(v *yaml.Node) (harness.Duration, error) {
-	d, err := time.ParseDuration(v.Value)
-	if v.Kind != yaml.ScalarNode || err != nil {
-		return 0, fmt.Errorf("must be a duration such as 2s or 500ms, got %q", v.Value)
-	}
-	return harness.Duration(d), nil
 }
 
 // nemeses reads a list of nemeses, each a mapping with a name and its parameters:

@@ -25,6 +25,11 @@ command -v php >/dev/null 2>&1 || want+=(php-cli)
 [ -e /usr/share/php/Malkusch/Lock/autoload.php ] || want+=(php-malkusch-lock)
 { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qx redis; } || want+=(php-redis)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
+# The SSH backend's test hosts (scripts/ssh-hosts.sh): network namespaces, one sshd each.
+[ -x /usr/sbin/sshd ] || want+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || want+=(openssh-client)
+command -v ip >/dev/null 2>&1 || want+=(iproute2)
+command -v iptables >/dev/null 2>&1 || want+=(iptables)
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 	want=()
 fi
@@ -46,4 +51,5 @@ apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/nul
 if command -v service >/dev/null 2>&1; then
 	service redis-server stop >/dev/null 2>&1 || true
 	service etcd stop >/dev/null 2>&1 || true
+	service ssh stop >/dev/null 2>&1 || true
 fi

@@ -18,7 +18,7 @@ import (
 
 func newCardCmd() *cobra.Command {
 	var cfg harness.Config
-	var seedList, store, report, from string
+	var seedList, report, from string
 	var only []string
 	var parallel int
 	var list bool
@@ -51,8 +51,8 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 			if err := cardLock(&cfg, args); err != nil {
 				return err
 			}
-			if err := refuseZero(cmd.Flags(), "nodes", "replicas", "sentinels", "time-limit"); err != nil {
-				return err
+			if cmd.Flags().Changed("time-limit") && timeLimit <= 0 {
+				return fmt.Errorf("--time-limit %v: give a positive value, or leave --time-limit out for each row's own", timeLimit)
 			}
 			seeds, err := parseSeeds(seedList)
 			if err != nil {
@@ -61,10 +61,12 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 			if parallel < 1 {
 				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
-			if store, err = filepath.Abs(store); err != nil {
+			store, err := filepath.Abs(cfg.Store)
+			if err != nil {
 				return fmt.Errorf("--store: %w", err)
 			}
-			cfg.Store, cfg.Revision, cfg.Command = store, revision, cmdLine()
+			cfg.Store, cfg.Command = store, cmdLine()
+			stampConfig(&cfg)
 			base := cardBase(cfg)
 			rows, err := batteryFor(base)
 			if err != nil {
@@ -94,10 +96,9 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 		},
 	}
 	f := cmd.Flags()
-	lockFlags(f, &cfg)
-	f.StringVar(&seedList, "seeds", "1,2,3", "seeds to run each row with, comma-separated")
+	optionFlags(f, "card", &cfg)
+	seedsFlag(f, &seedList, "1,2,3", "run each row once per seed of this list")
 	f.IntVar(&parallel, "parallel", 2, "runs at once (each has its own nodes and ports)")
-	f.StringVar(&store, "store", "store", "directory of the run store")
 	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/redsync.md)")
 	f.StringVar(&from, "from", "", "run nothing: make the card of the runs already in this store (the latest run of each row and seed, checked again)")
 	f.StringSliceVar(&only, "rows", nil, "run only these rows, by id (for example deadline,restart); the card lists the ids")

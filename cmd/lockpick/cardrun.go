@@ -56,7 +56,7 @@ func newCardRun(cmd *cobra.Command, base harness.Config, rows []cardRow, seeds [
 		return nil, err
 	}
 	card := &results.LibraryCard{Lock: base.Lock, Program: programOf(base), Library: libraryOf(base.Lock), Declares: declares(base),
-		Started: began, Revision: revision, Command: cmdLine(), Seeds: seeds}
+		Started: began, Revision: buildStamp().FullRevision(), Version: buildStamp().Version(), Command: cmdLine(), Seeds: seeds}
 	c := &cardRun{cmd: cmd, w: cmd.OutOrStdout(), dir: dir, store: store, card: card, seeds: seeds, began: began}
 	for _, row := range rows {
 		cfg := row.config(base)
@@ -96,7 +96,7 @@ func libraryOf(lock string) results.Library {
 	case k.Library != "":
 		return results.Library{Name: k.Library, Version: moduleVersion(k.Library), Source: history.LibraryModule}
 	}
-	return results.Library{Name: "lockpick " + locks.Base(lock), Source: history.LibraryBuiltIn}
+	return results.Library{Name: "lockpick " + locks.Base(lock), Version: buildStamp().Version(), Source: history.LibraryBuiltIn}
 }
 
 // moduleVersion is the version this binary was built with of the module that provides pkg.

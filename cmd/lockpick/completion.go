@@ -11,9 +11,7 @@ import (
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
-	"github.com/lockpick-dev/lockpick/resource"
 	"github.com/lockpick-dev/lockpick/scenarios"
-	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // completeFunc is cobra's completion callback.
@@ -23,21 +21,15 @@ type completeFunc = func(*cobra.Command, []string, string) ([]string, cobra.Shel
 // flags and arguments: lock names, nemesis specs with their parameters and values, workloads,
 // guards, persistence settings and scenarios. A flag is completed wherever a command has it.
 func addCompletions(root *cobra.Command) {
-	persistence := []string{string(systems.PersistNone), string(systems.PersistAOFEverysec), string(systems.PersistAOFAlways)}
-	var guards []string
-	for _, g := range resource.Guards() {
-		guards = append(guards, string(g))
-	}
 	flags := map[string]completeFunc{
-		"lock":        fixed(locks.Names()),
-		"locks":       commaList(locks.Names()),
-		"nemesis":     completeNemeses,
-		"nemeses":     completeNemeses,
-		"workload":    fixed(harness.Workloads()),
-		"guard":       fixed(guards),
-		"persistence": fixed(persistence),
-		"system":      fixed(systems.Names()),
-		"backend":     fixed(systems.Backends()),
+		"locks":   commaList(locks.Names()),
+		"nemesis": completeNemeses,
+		"nemeses": completeNemeses,
+	}
+	for _, o := range harness.Options() {
+		if o.Values != nil {
+			flags[o.Name] = fixed(o.Values())
+		}
 	}
 	for _, cmd := range root.Commands() {
 		for name, fn := range flags {
@@ -51,12 +43,22 @@ func addCompletions(root *cobra.Command) {
 			cmd.ValidArgsFunction = completeScenarioFile
 		case "scenario":
 			cmd.ValidArgsFunction = completeScenarioNames
+		case "card":
+			cmd.ValidArgsFunction = completeCardLock
 		case "check":
 			cmd.ValidArgsFunction = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 				return nil, cobra.ShellCompDirectiveFilterDirs
 			}
 		}
 	}
+}
+
+// completeCardLock completes card's one argument, a lock; nothing after it.
+func completeCardLock(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return withPrefix(locks.Names(), "", toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
 // fixed completes one value out of a list.

@@ -17,9 +17,6 @@ import (
 	"github.com/lockpick-dev/lockpick/locks"
 )
 
-// revision is the git revision, set by the Makefile with -ldflags.
-var revision = "unknown"
-
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
@@ -48,7 +45,10 @@ func run(args []string) int {
 	}()
 	root := newRoot()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := unknownCommand(root, args)
+	if err == nil {
+		err = root.ExecuteContext(ctx)
+	}
 	var ee exitError
 	switch {
 	case err == nil:
@@ -71,10 +71,12 @@ injects faults, records every operation, and checks the history with porcupine.
 Exit codes: 0 valid, 1 invalid, 2 unknown, 255 the run could not start or crashed.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       buildVersion(),
+		Version:       versionText(buildStamp()),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd())
+	root.SetFlagErrorFunc(flagError)
+	root.SuggestionsMinimumDistance = 2
+	root.AddCommand(newRunCmd(), newCheckCmd(), newScenarioCmd(), newMatrixCmd(), newVersionCmd(), newServeCmd(), newSelftestCmd(), newCardCmd(), newCleanCmd(), newInternalCmd(), newOptionsTopic())
 	addCompletions(root)
 	return root
 }

@@ -241,7 +241,7 @@ func TestRunScenarioFileAndMatrix(t *testing.T) {
 		t.Errorf("--seed did not override the file's seed: %s %v", data, err)
 	}
 
-	out, err = exec.Command(bin, "matrix", "--locks", "single", "--nemeses", "none", "--seeds", "2", "--ttl", "500ms",
+	out, err = exec.Command(bin, "matrix", "--locks", "single", "--nemeses", "none", "--seeds", "1,2", "--ttl", "500ms",
 		"--time-limit", "1s", "--recovery", "200ms", "--clients", "3", "--store", store).CombinedOutput()
 	if exitCode(err) != 0 {
 		t.Fatalf("matrix: %v\n%s", err, out)

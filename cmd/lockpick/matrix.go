@@ -22,22 +22,22 @@ import (
 func newMatrixCmd() *cobra.Command {
 	var lockList string
 	var nemeses []string
-	var seeds, parallel int
+	var seedList string
+	var parallel int
 	var firstSeed uint64
 	var base harness.Config
-	var ttl, timeLimit, recovery, interval, nodeTimeout, holdMax, thinkMax, restartDelay time.Duration
 	var junit *string
 	cmd := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every lock under every nemesis with several seeds and write a report card",
-		Long: `matrix runs each cell (a lock under one --nemeses value) once per seed, one run at a time,
+		Long: `matrix runs each cell (a lock under one --nemeses value) once per seed of --seeds, --parallel at a time,
 and writes a report card, report.md and report.json, into store/matrix/<timestamp>: per cell the
 verdicts, the number of violations, the time to the first violation, and availability.
 
 --nemeses takes one cell per value; repeat the flag for more cells, and compose nemeses inside a
 cell with commas: --nemeses restart --nemeses partition:kind=client-minority,clock.
 It exits 0 when every run could be checked, 255 when a run could not start or crashed.`,
-		Example: `  lockpick matrix --locks single,redlock --nemeses none --nemeses restart --nemeses clock:target=majority --seeds 3`,
+		Example: `  lockpick matrix --locks single,redlock --nemeses none --nemeses restart --nemeses clock:target=majority --seeds 1-3`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
@@ -53,10 +53,11 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if parallel < 1 {
 				return fmt.Errorf("--parallel must be at least 1, got %d", parallel)
 			}
-			if seeds < 1 {
-				return fmt.Errorf("--seeds must be at least 1, got %d", seeds)
+			if cmd.Flags().Changed("first-seed") {
+				return fmt.Errorf("--first-seed %d: --seeds now lists the seeds themselves, as in run and card: use --seeds %d-%d", firstSeed, firstSeed, firstSeed+2)
 			}
-			if err := refuseZero(cmd.Flags(), "nodes", "client-groups", "interval", "node-timeout", "hold-max", "think-max", "restart-delay"); err != nil {
+			seeds, err := parseSeeds(seedList)
+			if err != nil {
 				return err
 			}
 			store, err := filepath.Abs(base.Store)
@@ -64,10 +65,8 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 				return fmt.Errorf("--store %s: %w", base.Store, err)
 			}
 			base.Store = store
-			base.TTL, base.TimeLimit, base.Recovery, base.Interval = harness.Duration(ttl), harness.Duration(timeLimit), harness.Duration(recovery), harness.Duration(interval)
-			base.NodeTimeout, base.HoldMax, base.ThinkMax = harness.Duration(nodeTimeout), harness.Duration(holdMax), harness.Duration(thinkMax)
-			base.RestartDelay = harness.Duration(restartDelay)
-			base.Revision, base.Command = revision, cmdLine()
+			base.Command = cmdLine()
+			stampConfig(&base)
 			// Every cell is checked before the first one runs, so a typo does not surface an hour in.
 			known, _ := scenarios.All() // without them, cells just carry no expectation
 			var cells []*results.Cell
@@ -87,15 +86,15 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if err != nil {
 				return err
 			}
-			card := &results.Card{Started: started, Revision: revision, Command: cmdLine(), Settings: map[string]string{
-				"ttl": ttl.String(), "time limit": timeLimit.String(), "clients": fmt.Sprint(base.Clients),
-				"keys": fmt.Sprint(base.Keys), "client groups": fmt.Sprint(base.ClientGroups), "fault interval": interval.String(),
+			card := &results.Card{Started: started, Revision: base.Revision, Version: base.Version, Command: cmdLine(), Settings: map[string]string{
+				"ttl": time.Duration(base.TTL).String(), "time limit": time.Duration(base.TimeLimit).String(), "clients": fmt.Sprint(base.Clients),
+				"keys": fmt.Sprint(base.Keys), "client groups": fmt.Sprint(base.ClientGroups), "fault interval": time.Duration(base.Interval).String(),
 			}}
 			cellSettings(card.Settings, cmd, base)
 			card.Cells = cells
 			j := newJUnit(*junit, "lockpick matrix")
 			m := &matrixRun{cmd: cmd, w: w, base: base, dir: dir, card: card, junit: j, parallel: parallel}
-			if err := m.runAll(cells, firstSeed, seeds); err != nil {
+			if err := m.runAll(cells, seeds); err != nil {
 				return err
 			}
 			crashed := m.crashed
@@ -113,29 +112,11 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 	f := cmd.Flags()
 	f.StringVar(&lockList, "locks", "single,redlock", fmt.Sprintf("locks to run, comma-separated: %v", locks.Names()))
 	f.StringArrayVar(&nemeses, "nemeses", nil, fmt.Sprintf("one cell's nemeses; repeat for more cells (default none): %v", nemesis.Names()))
-	f.IntVar(&seeds, "seeds", 3, "runs per cell, with seeds --first-seed, --first-seed+1, ...")
+	seedsFlag(f, &seedList, "1,2,3", "run each cell once per seed of this list")
 	f.IntVar(&parallel, "parallel", 1, "runs at once (each run mostly waits, and has its own nodes and ports)")
-	f.Uint64Var(&firstSeed, "first-seed", 1, "seed of each cell's first run")
-	f.Var(wordsValue{&base.ClientCmd}, "client-cmd", "the program of the client lock in --locks and its arguments, split at spaces (docs/protocol.md)")
-	f.StringSliceVar(&base.ClientCaps, "client-capabilities", nil, fmt.Sprintf("what the client lock's program offers, comma-separated: %v", locks.ClientCapabilities))
-	f.IntVar(&base.Clients, "clients", 10, fmt.Sprintf("concurrent client processes (at most %d)", harness.MaxClients))
-	f.IntVar(&base.ClientGroups, "client-groups", 1, "client groups, each with its own link to every node")
-	f.IntVar(&base.Keys, "keys", 1, "lock keys the clients contend for")
-	f.StringVar(&base.Persistence, "persistence", "none", "node persistence: none, aof-everysec, aof-always")
-	f.DurationVar(&ttl, "ttl", 2*time.Second, "lease TTL each acquire asks for")
-	f.DurationVar(&timeLimit, "time-limit", 30*time.Second, "length of each run's fault phase")
-	f.DurationVar(&recovery, "recovery", 5*time.Second, "fault-free phase after the final heal")
-	f.DurationVar(&interval, "interval", 5*time.Second, "mean time between faults")
-	f.IntVar(&base.Nodes, "nodes", 0, "redis-server nodes (default 5 for redlock, 1 for single and fenced); a single-node lock in --locks refuses any other count")
-	f.DurationVar(&nodeTimeout, "node-timeout", 0, "timeout of each lock request to one node (default TTL/4 within 50ms..2s)")
-	f.StringVar(&base.Workload, "workload", "mutex", "what the clients do: mutex or counter")
-	f.StringVar(&base.Guard, "guard", "", "how the counter's resource checks writes: none, fencing or check-and-set (default none)")
-	f.DurationVar(&holdMax, "hold-max", 0, "draw holds uniformly up to this, mutex workload (default: across each lease's validity)")
-	f.BoolVar(&base.Careful, "careful", false, "mutex holders never plan work past their deadline")
-	f.BoolVar(&base.Extend, "extend", false, "mutex holders renew their leases for long work")
-	f.DurationVar(&thinkMax, "think-max", 0, "longest pause of a client between its operations (default 20ms per client per key)")
-	f.DurationVar(&restartDelay, "restart-delay", 0, "how long restart-delayed keeps a node down (default 1.5 x TTL)")
-	f.StringVar(&base.Store, "store", "store", "directory of the run store")
+	f.Uint64Var(&firstSeed, "first-seed", 0, "gone: --seeds lists the seeds")
+	_ = f.MarkHidden("first-seed") // kept only to refuse it with the fix
+	optionFlags(f, "matrix", &base)
 	junit = junitFlag(cmd, "cell (a failure when any seed is invalid)")
 	return cmd
 }
@@ -233,11 +214,11 @@ type matrixJob struct {
 	seed uint64
 }
 
-func (m *matrixRun) runAll(cells []*results.Cell, firstSeed uint64, seeds int) error {
+func (m *matrixRun) runAll(cells []*results.Cell, seeds []uint64) error {
 	var jobs []matrixJob
 	for _, c := range cells {
-		for s := range seeds {
-			jobs = append(jobs, matrixJob{c, firstSeed + uint64(s)})
+		for _, s := range seeds {
+			jobs = append(jobs, matrixJob{c, s})
 		}
 	}
 	return eachAtOnce(len(jobs), m.parallel, func(i int) error { return m.run(jobs[i], cells) })

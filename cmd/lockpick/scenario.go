@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
@@ -52,15 +53,27 @@ func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
 	}
 }
 
-// backendFlags adds --backend and --docker-host, for scenario files, to o.
-func backendFlags(cmd *cobra.Command, o *scenarioOverrides) {
-	cmd.Flags().StringVar(&o.backend, "backend", "", fmt.Sprintf("run the scenarios' nodes on this backend: %v (default: the file's, else local)", systems.Backends()))
-	cmd.Flags().StringVar(&o.dockerHost, "docker-host", "", "Docker Engine of --backend docker (default: DOCKER_HOST, else the local socket)")
-	cmd.Flags().StringVar(&o.dockerPublish, "docker-publish-host", "", dockerPublishUsage)
+// overridesFrom reads the flags that may change a scenario file's run from set, the Config they
+// are bound to (fileOptionFlags, or run's own options).
+func overridesFrom(f *pflag.FlagSet, set harness.Config) scenarioOverrides {
+	o := scenarioOverrides{store: set.Store, stopAtFirst: set.StopAtFirst}
+	// Only what was given overrides: a file may name its own backend.
+	given := func(name, v string) string {
+		if f.Changed(name) {
+			return v
+		}
+		return ""
+	}
+	o.etcdServer, o.backend = given("etcd-server", set.EtcdServer), given("backend", set.Backend)
+	o.dockerHost, o.dockerPublish = given("docker-host", set.DockerHost), given("docker-publish-host", set.DockerPublishHost)
+	if f.Changed("seed") {
+		o.seed = &set.Seed
+	}
+	if f.Changed("time-limit") {
+		o.timeLimit = time.Duration(set.TimeLimit)
+	}
+	return o
 }
-
-// dockerPublishUsage is the help of --docker-publish-host.
-const dockerPublishUsage = "with a remote --docker-host: the address at which this host reaches the ports that Engine publishes for the nodes (default: the host of --docker-host; set it when the Engine is reached through a tunnel)"
 
 // settledByAViolation reports whether one violation settles e: an invalid verdict whose only
 // findings asked for are violations.
@@ -79,7 +92,8 @@ func settledByAViolation(e scenarios.Expectation) bool {
 // config is scenario s's run with the overrides applied.
 func (o scenarioOverrides) config(s scenarios.Scenario) harness.Config {
 	cfg := s.Config
-	cfg.Name, cfg.Revision, cfg.Command = s.Name, revision, cmdLine()
+	cfg.Name, cfg.Command = s.Name, cmdLine()
+	stampConfig(&cfg)
 	if o.store != "" {
 		cfg.Store = o.store
 	}
@@ -152,21 +166,17 @@ func runScenario(cmd *cobra.Command, w, progress io.Writer, s scenarios.Scenario
 }
 
 func newScenarioCmd() *cobra.Command {
-	var list, stopAtFirst bool
-	var seed uint64
-	var store string
-	var timeLimit time.Duration
-	var etcdServer string
+	var list bool
+	var set harness.Config
 	var junit *string
 	var parallel int
-	var bo scenarioOverrides
 	cmd := &cobra.Command{
 		Use:   "scenario [NAME|FILE.yaml...]",
 		Short: "Run scenarios and compare each outcome with the expected one",
 		Long: `scenario runs each named scenario (all built-in ones when none is named) and exits 0 when
 every outcome is the expected one, 1 when any differs, 255 when a run could not start or crashed.
 The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is read from disk.`,
-		Example: "  lockpick scenario redlock-restart --seed 3\n  lockpick scenario scenarios/redlock-clock-majority.yaml\n  lockpick scenario --list",
+		Example: "  lockpick scenario redlock-restart --seed 3\n  lockpick scenario scenarios/redlock-clock-forward-majority.yaml\n  lockpick scenario --list",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := cmd.OutOrStdout()
 			var chosen []scenarios.Scenario
@@ -177,7 +187,7 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				// Run without names on another backend, the scenarios whose system it cannot run are
 				// left out, and said so: the subset that backend can run.
-				chosen = onBackend(w, all, bo)
+				chosen = onBackend(w, all, overridesFrom(cmd.Flags(), set))
 			}
 			for _, name := range args {
 				s, err := scenarios.Find(name)
@@ -195,11 +205,8 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 				}
 				return nil
 			}
-			o := scenarioOverrides{store: store, timeLimit: timeLimit, junit: newJUnit(*junit, "lockpick scenario"), stopAtFirst: stopAtFirst, etcdServer: etcdServer,
-				backend: bo.backend, dockerHost: bo.dockerHost, dockerPublish: bo.dockerPublish}
-			if cmd.Flags().Changed("seed") {
-				o.seed = &seed
-			}
+			o := overridesFrom(cmd.Flags(), set)
+			o.junit = newJUnit(*junit, "lockpick scenario")
 			start := time.Now()
 			failed, ran, err := runScenarios(cmd, chosen, o, parallel)
 			if err != nil {
@@ -214,13 +221,8 @@ The built-in scenarios are the repository's scenarios/*.yaml; a FILE.yaml is rea
 		},
 	}
 	cmd.Flags().BoolVar(&list, "list", false, "list the scenarios and their expectations")
-	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for every scenario (default: each file's seed)")
-	cmd.Flags().StringVar(&store, "store", "store", "directory of the run store")
-	cmd.Flags().DurationVar(&timeLimit, "time-limit", 0, "override each scenario's time limit")
-	cmd.Flags().StringVar(&etcdServer, "etcd-server", "", etcdServerUsage)
-	cmd.Flags().BoolVar(&stopAtFirst, "stop-at-first", false, "end a scenario's fault phase at its first violation when the scenario expects violations and nothing else")
+	fileOptionFlags(cmd.Flags(), &set)
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "scenarios at once (each run mostly waits, and has its own nodes and ports); each one's report is printed whole when it ends")
-	backendFlags(cmd, &bo)
 	junit = junitFlag(cmd, "scenario")
 	return cmd
 }

@@ -8,27 +8,56 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/scenarios"
 )
 
-// parseSeeds reads --seeds: a comma-separated list of seeds, each given once.
+// seedsFlag adds --seeds, which means the same in run, card and matrix: a list of seeds.
+func seedsFlag(f *pflag.FlagSet, p *string, def, what string) {
+	f.StringVar(p, "seeds", def, what+": seeds separated by commas, and ranges (for example 1,2,3 or 1-20)")
+}
+
+// parseSeeds reads --seeds: seeds and ranges of seeds separated by commas, each seed given once.
 func parseSeeds(text string) ([]uint64, error) {
 	var seeds []uint64
 	seen := map[uint64]bool{}
 	for _, part := range strings.Split(text, ",") {
-		s, err := strconv.ParseUint(strings.TrimSpace(part), 10, 64)
+		lo, hi, err := seedRange(strings.TrimSpace(part))
 		if err != nil {
-			return nil, fmt.Errorf("--seeds %q: %q is not a seed: give whole numbers separated by commas (for example --seeds 1,2,3)", text, part)
+			return nil, fmt.Errorf("--seeds %q: %q is not a seed: give whole numbers of at least 0 separated by commas, or ranges (for example --seeds 1,2,3 or --seeds 1-20)", text, part)
 		}
-		if seen[s] {
-			return nil, fmt.Errorf("--seeds %q: seed %d is given twice: give each seed once", text, s)
+		for s := lo; s <= hi; s++ {
+			if seen[s] {
+				return nil, fmt.Errorf("--seeds %q: seed %d is given twice: give each seed once", text, s)
+			}
+			seen[s] = true
+			seeds = append(seeds, s)
 		}
-		seen[s] = true
-		seeds = append(seeds, s)
 	}
 	return seeds, nil
+}
+
+// maxSeedRange bounds a range of seeds: each seed is a run of a minute or so.
+const maxSeedRange = 10000
+
+// seedRange reads "7" or "1-20".
+func seedRange(part string) (lo, hi uint64, err error) {
+	a, b, isRange := strings.Cut(part, "-")
+	if lo, err = strconv.ParseUint(a, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if !isRange {
+		return lo, lo, nil
+	}
+	if hi, err = strconv.ParseUint(b, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	if hi < lo || hi-lo >= maxSeedRange {
+		return 0, 0, fmt.Errorf("range %s", part)
+	}
+	return lo, hi, nil
 }
 
 // seedTally summarises several runs of one configuration.

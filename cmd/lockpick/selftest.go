@@ -177,12 +177,13 @@ func (st *selftest) config(lock string, cell selfCell, seed uint64) harness.Conf
 	c := harness.Config{
 		Lock: lock, Clients: 10, Keys: 3, TTL: harness.Duration(1500 * time.Millisecond),
 		TimeLimit: harness.Duration(st.timeLimit), Recovery: harness.Duration(time.Second),
-		Seed: seed, Store: st.store, Revision: revision, Command: cmdLine(),
+		Seed: seed, Store: st.store, Command: cmdLine(),
 		Name: "selftest-" + lock + "-" + cell.name,
 	}
 	if locks.Base(lock) == "redlock" {
 		c.Nodes = 3 // a minority is then exactly one node
 	}
+	stampConfig(&c)
 	cell.shape(&c)
 	return c
 }

@@ -18,10 +18,11 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Browse the run store in a web browser",
-		Long: `serve shows the store as web pages: the runs newest first with their verdicts, filters by lock,
-nemesis and verdict, each run's report and files, and the matrix report cards. It binds to the
-loopback address unless told otherwise, serves only files inside the store, and runs until
-interrupted (Ctrl-C).`,
+		Long: `serve shows the store as web pages: the runs newest first, each linked by its name, with its
+verdict and the findings that made it, filters by lock, nemesis and verdict; a page per run with its
+plan, its report and its files; and the report cards. Times show in the browser's time zone. It
+binds to the loopback address unless told otherwise, serves only files inside the store, and runs
+until interrupted (Ctrl-C).`,
 		Example: "  lockpick serve\n  lockpick serve --store /data/lockpick --addr 127.0.0.1:9000",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -35,7 +35,9 @@ func makeStore(t testing.TB, n int) string {
 		lock, nem := []string{"single", "redlock", "fenced"}[i%3], []string{"restart", "none"}[i%2]
 		dir, err := results.NewRunDir(store, lock+"-"+nem, start.Add(time.Duration(i)*time.Minute))
 		must(t, err)
-		must(t, results.WriteJSON(dir, results.ConfigFile, map[string]any{"lock": lock, "nemesis": nem, "workload": "mutex", "seed": i}))
+		// Seeds as the run command draws them: large.
+		must(t, results.WriteJSON(dir, results.ConfigFile, map[string]any{"lock": lock, "nemesis": nem, "workload": "mutex",
+			"seed": uint64(1<<63) + uint64(i)*7919, "version": "v0.0.0-20261126183932-46dafc325a37", "ttl": "2s", "clients": 10}))
 		res := fakeResult(i)
 		must(t, results.WriteJSON(dir, results.ResultsFile, results.Document{Result: res, Run: results.RunInfo{Dir: dir}}))
 		must(t, os.WriteFile(filepath.Join(dir, results.SummaryFile), []byte(res.Summary()), 0o644))
@@ -182,8 +184,11 @@ func TestCardIsRenderedWithLinksAndNoScript(t *testing.T) {
 	if !strings.Contains(body, "<table>") || !strings.Contains(body, "<h1>lockpick report card</h1>") {
 		t.Error("the card's markdown is not rendered")
 	}
-	if !strings.Contains(body, `/report.html">`) {
-		t.Error("the run the card names is not a link to its report")
+	if !strings.Contains(body, `<a href="/run/redlock-none/20261122T060100.000Z/">`) {
+		t.Error("the run the card names is not a link to its page")
+	}
+	if !strings.Contains(body, `<a href="/">`) {
+		t.Error("the card's page has no way back to the index")
 	}
 	if strings.Contains(body, "<script>alert") {
 		t.Error("raw HTML in a card reaches the page")
@@ -217,5 +222,112 @@ func BenchmarkIndex200Runs(b *testing.B) {
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, req)
+	}
+}
+
+// Every run on the index is a link to its page, named by the run's name, with its time marked as
+// UTC for the page's script to show locally, and its findings named.
+func TestBrowseIndexLinksRunsAndNamesFindings(t *testing.T) {
+	store := makeStore(t, 4)
+	s, err := New(store)
+	must(t, err)
+	defer s.Close()
+	_, body := get(t, s, "/")
+	if n, links := strings.Count(body, "<tr data-verdict="), strings.Count(body, `<td class="name"><a href="/run/`); n != 4 || links != 4 {
+		t.Errorf("%d runs, %d linked by name: want 4 and 4", n, links)
+	}
+	for _, want := range []string{
+		`<a href="/run/single-none/20261122T060300.000Z/">single-none</a>`,
+		`<time datetime="2026-11-22T06:03:00.000Z">2026-11-22 06:03:00 UTC</time>`,
+		`50 pairs of overlapping holds`,
+		`103 of 5103`, // acquires ok, counted
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the index lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "availability") {
+		t.Error(`the index says "availability": the measures are "held" and "acquires ok"`)
+	}
+}
+
+// A run's page says its verdict with the findings named, its plan, links its report and every
+// file with its size, and leads back to the index.
+func TestBrowseRunPage(t *testing.T) {
+	store := makeStore(t, 1)
+	s, err := New(store)
+	must(t, err)
+	defer s.Close()
+	dir := "single-restart/20261122T060000.000Z"
+	code, body := get(t, s, "/run/"+dir+"/")
+	if code != http.StatusOK {
+		t.Fatalf("run page: %d", code)
+	}
+	for _, want := range []string{
+		`<span class="v v-invalid">invalid</span> 50 pairs of overlapping holds`,
+		`<th>lock</th><td>single</td>`, `<th>nemeses</th><td>restart</td>`, `<th>seed</th><td>9223372036854775808</td>`,
+		`<th>lockpick</th><td>v0.0.0-20261126183932-46dafc325a37</td>`,
+		`<time datetime="2026-11-22T06:00:00.000Z">`,
+		`href="/files/` + dir + `/report.html">Open the report</a>`,
+		`<a href="/files/` + dir + `/summary.txt">summary.txt</a></td><td class="num">`,
+		`<a href="/">← all runs</a>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "escape.txt") {
+		t.Error("the file list shows a link that points out of the store")
+	}
+	for _, p := range []string{"/run/" + dir + "/../../evil/", "/run/evil/secret.txt/", "/run/matrix/20261122T070000.000Z/", "/run/nothing/here/"} {
+		if code, body := get(t, s, p); code == http.StatusOK || strings.Contains(body, secret) {
+			t.Errorf("GET %s: %d, want no run page", p, code)
+		}
+	}
+}
+
+func TestBrowseFindingsAndTimes(t *testing.T) {
+	r := fakeResult(0)
+	r.EarlyLossCount = 1
+	if got := strings.Join(findings(r), ", "); got != "50 pairs of overlapping holds, 1 early lease loss" {
+		t.Errorf("findings %q", got)
+	}
+	if got := findings(fakeResult(1)); len(got) != 0 {
+		t.Errorf("a valid run has findings %q", got)
+	}
+	for name, want := range map[string]string{
+		"20261126T130959.328Z":   "2026-11-26T13:09:59.328Z",
+		"20261126T130959.328Z-2": "2026-11-26T13:09:59.328Z",
+	} {
+		if got, ok := stampTime(name); !ok || got.Format("2006-01-02T15:04:05.000Z") != want {
+			t.Errorf("stampTime(%s) = %v, %v; want %s", name, got, ok, want)
+		}
+	}
+	if _, ok := stampTime("not-a-time"); ok {
+		t.Error("stampTime took a name that is no time stamp")
+	}
+}
+
+// A library card, as lockpick card writes it, is listed with its lock and headline and has a page
+// of its own that leads back.
+func TestBrowseLibraryCard(t *testing.T) {
+	store := makeStore(t, 1)
+	dir, err := results.NewRunDir(store, "card-single", time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC))
+	must(t, err)
+	card := &results.LibraryCard{Lock: "single", Seeds: []uint64{1},
+		Started: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Version: "v0.0.0-20261126183932-46dafc325a37"}
+	must(t, results.WriteLibraryCard(dir, card))
+	s, err := New(store)
+	must(t, err)
+	defer s.Close()
+	_, body := get(t, s, "/")
+	if card.Headline == "" || !strings.Contains(body, `<a href="/card/card-single/20261122T080000.000Z/card.md">card single</a> <b>`+card.Headline+`</b>`) {
+		t.Error("the index does not list the library card with its lock and headline")
+	}
+	code, body := get(t, s, "/card/card-single/20261122T080000.000Z/card.md")
+	for _, want := range []string{"<h1>lockpick card: single</h1>", "lockpick v0.0.0-20261126183932-46dafc325a37", `<a href="/">`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("card page (%d) lacks %s", code, want)
+		}
 	}
 }
