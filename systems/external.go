@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lockpick-dev/lockpick/links"
 )
 
 // external is the backend of servers someone else runs. lockpick only talks to them as a client:
@@ -169,4 +171,87 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// externalSys is a system of servers someone else runs (but redis-masters, which keeps its own
+// type): the nodes its topology found at the endpoints, each reached by each client group through
+// a link. Roles are not watched: every node keeps the role it was found in.
+type externalSys struct {
+	name    string
+	nodes   []Node
+	links   *links.Set
+	backend *external
+	ping    func(ctx context.Context, addr string) error
+	// release closes what the topology opened to find the nodes (an etcd client), after the keys go.
+	release func() error
+	closed  bool
+}
+
+func newExternalSys(name string, nodes []Node, groups []string, b *external, ping func(context.Context, string) error, release func() error) (*externalSys, error) {
+	s := &externalSys{name: name, nodes: nodes, links: links.New(), backend: b, ping: ping, release: release}
+	for _, n := range nodes {
+		for _, g := range groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				s.links.Close()
+				if release != nil {
+					release()
+				}
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// Name implements System.
+func (s *externalSys) Name() string { return s.name }
+
+// Nodes implements System.
+func (s *externalSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
+
+// Roles implements System: the roles the nodes were found in, never updated.
+func (s *externalSys) Roles() map[string]Role { return StaticRoles(s.nodes).Roles() }
+
+// Endpoints implements System: each node known by the address it was found at.
+func (s *externalSys) Endpoints(group string) ([]Endpoint, error) {
+	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return n.Addr })
+}
+
+// Links implements System.
+func (s *externalSys) Links() *links.Set { return s.links }
+
+// Backend implements System: every operation on a node is refused.
+func (s *externalSys) Backend() Backend { return s.backend }
+
+// Watch implements System: nothing is announced.
+func (s *externalSys) Watch(func(Event)) {}
+
+// HoldWrites implements System: refused.
+func (s *externalSys) HoldWrites(_ context.Context, node string, _ time.Duration, _ func(context.Context) error) error {
+	return fmt.Errorf("holding writes on node %s: it %w", node, ErrExternal)
+}
+
+// Ping implements System.
+func (s *externalSys) Ping(ctx context.Context, node string) error {
+	for _, n := range s.nodes {
+		if n.Name == node {
+			return s.ping(ctx, n.Addr)
+		}
+	}
+	return fmt.Errorf("no node %q", node)
+}
+
+// Close implements System: the run's keys go, the links close; the servers are left as they were.
+// It is safe to call more than once.
+func (s *externalSys) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.backend.Close()
+	s.links.Close()
+	if s.release != nil {
+		err = errors.Join(err, s.release())
+	}
+	return err
 }
