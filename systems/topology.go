@@ -3,7 +3,6 @@ package systems
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -60,9 +59,6 @@ func Lookup(name string) (Topology, error) {
 
 // Validate checks a system name.
 func Validate(name string) error {
-	if slices.Contains(Names(), name) {
-		return nil
-	}
 	_, err := Lookup(name)
 	return err
 }
