@@ -34,7 +34,7 @@ build: shim
 SHIM := bin/libclockshim.so
 shim: $(SHIM)
 
-$(SHIM): clusters/clockshim/clockshim.c
+$(SHIM): systems/clockshim/clockshim.c
 	@mkdir -p bin
 	$${CC:-cc} -shared -fPIC -O2 -Wall -o $@ $<
 

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // resolveClient checks --client-cmd and --client-capabilities against --lock: they belong to --lock
@@ -65,7 +65,7 @@ func (c *Config) clientShim(ctx context.Context) (string, error) {
 	if err != nil || !k.Program || !slices.ContainsFunc(c.Specs(), func(s nemesis.Spec) bool { return s.Name == "client-clock" }) {
 		return "", err
 	}
-	shim, err := clusters.FindClockShim(ctx, c.ClockShim, "")
+	shim, err := systems.FindClockShim(ctx, c.ClockShim, "")
 	if err != nil {
 		return "", fmt.Errorf("--nemesis client-clock: %w", err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
@@ -204,7 +203,7 @@ func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	if (cfg.System != "etcd" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
-		if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+		if _, err := systems.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
@@ -218,7 +217,7 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	if !cfg.NeedsClocks() {
 		return "", nil
 	}
-	if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
+	if shim, err = systems.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
 		return "", fmt.Errorf("--nemesis clock: %w", err)
 	}
 	return shim, nil
@@ -512,7 +511,7 @@ func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Re
 // recordFinal reads each counter over the resource node's admin connection and records it as a
 // final operation of the harness. A read that fails is recorded as fail: the checker then has no
 // final value and says so.
-func recordFinal(ctx context.Context, rec *history.Recorder, node *clusters.Node, keys []string) {
+func recordFinal(ctx context.Context, rec *history.Recorder, node *systems.LocalNode, keys []string) {
 	admin := node.Admin()
 	defer admin.Close()
 	for _, k := range keys {
@@ -547,7 +546,7 @@ type system struct {
 	probe   locks.ProbeCloser
 	groups  []string
 	store   *resource.Store
-	resNode *clusters.Node
+	resNode *systems.LocalNode
 	faults  *workloads.ClientFaults
 	// holders follows who holds a lock now, for the nemeses that aim at the holder's group.
 	holders *holders
@@ -572,7 +571,7 @@ const portTries = 3
 func onFreshPorts(log *slog.Logger, what, dir string, start func() error) error {
 	var err error
 	for try := 1; try <= portTries; try++ {
-		if err = start(); !errors.Is(err, clusters.ErrPortTaken) || try == portTries {
+		if err = start(); !errors.Is(err, systems.ErrPortTaken) || try == portTries {
 			return err
 		}
 		log.Warn("a node's port was taken during start-up; starting again on fresh ports", "system", what, "try", try, "err", err)
@@ -618,10 +617,10 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	}
 	// The counter workload's resource: a node of its own, outside the lock's system, its links and
 	// its faults; clients reach it directly.
-	var res *clusters.Local
+	var res *systems.Local
 	err = onFreshPorts(log, "resource", "", func() (err error) {
-		res, err = clusters.StartLocal(ctx, clusters.Config{
-			Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+		res, err = systems.StartLocal(ctx, systems.LocalConfig{
+			Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: systems.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
 		})
 		return err
 	})
