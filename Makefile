@@ -18,7 +18,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test test-long ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test test-long docs-commands ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
 
 all: build
 
@@ -34,7 +34,7 @@ build: shim
 SHIM := bin/libclockshim.so
 shim: $(SHIM)
 
-$(SHIM): clusters/clockshim/clockshim.c
+$(SHIM): systems/clockshim/clockshim.c
 	@mkdir -p bin
 	$${CC:-cc} -shared -fPIC -O2 -Wall -o $@ $<
 
@@ -78,6 +78,12 @@ browser:
 
 newcomer: deps
 	@scripts/newcomer.sh
+
+# Every command of README.md and docs/*.md in a code block marked <!-- runnable -->, in a fresh
+# clone of the committed HEAD after make build, as a newcomer types it; fails when one exits with
+# another code than the doc gives, or no longer prints what the doc shows (scripts/docs-commands.py).
+docs-commands: deps
+	@/usr/bin/python3 scripts/docs-commands.py
 
 # Checker throughput on a generated history of one million operations on one hot key, then what
 # users wait for at 100k, 1M and 10M operations: `lockpick check FILE` and `lockpick check RUNDIR`
@@ -129,9 +135,12 @@ etcd-figures: deps build
 
 # A lock's card (make card LOCK=redsync): the battery derived from what it declares, seeds 1 to 3;
 # exits 1 when the lock broke its promise in a row. Your own program: make card LOCK= ARGS='--client-cmd ./mylock.py'
-LOCK ?= single
+# The card goes to the store (store/card-LOCK/<timestamp>/card.md); REPORT=FILE also writes it
+# there. make cards is the deliberate refresh of docs/cards/.
+LOCK   ?= single
+REPORT ?=
 card: deps build
-	$(BIN) card $(LOCK) --store $(STORE) --report docs/cards/$(or $(LOCK),client).md $(ARGS)
+	$(BIN) card $(LOCK) --store $(STORE) $(if $(REPORT),--report $(REPORT)) $(ARGS)
 
 # The card of every shipped lock, docs/cards/LOCK.md (SEEDS=1,2,3 for more seeds; LOCKS="..." for some).
 cards: deps build

@@ -199,7 +199,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	r.Stats.LatencyOK = latency(p.okLat)
 	r.Stats.LatencyAll = latency(p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {
-		r.Stats.Availability = float64(r.Stats.Acquires.OK) / float64(n)
+		r.Stats.AcquiresOKShare = float64(r.Stats.Acquires.OK) / float64(n)
 	}
 	evKeys := evidenceKeys(run, &r.Stats)
 	availability(&r.Stats, p.holds, evKeys, p.last, r.Stats.Duration)

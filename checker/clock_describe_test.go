@@ -34,7 +34,7 @@ func TestClockFaultsNameTheirOffsets(t *testing.T) {
 	// that did not answer): the jump between its ask and the other's grant explains the overlap.
 	v.A = HoldInfo{Process: 24, Invoke: 0.9e9, Start: 1.5e9, End: 2e9, Nodes: []string{"n1", "n2", "n3"}}
 	v.B = HoldInfo{Process: 9, Invoke: 1.1e9, Start: 1.2e9, End: 2.5e9, Nodes: []string{"n3", "n4", "n5"}}
-	if got := cause(&v); !strings.Contains(got, "granted p24's lease and then p9's: "+want) {
+	if got := cause(&v); !strings.Contains(got, "granted p24's lease and then p9's: it lost p24's key to "+want) {
 		t.Fatalf("cause %q", got)
 	}
 	// A strobe still running at the end of the overlap (its completion comes later) counts too.

@@ -100,7 +100,7 @@ func TestViolationWithAFaultKeepsTheFault(t *testing.T) {
 		release(9, "k", "c", 1600, 1605).
 		end(10000, history.OK, "")
 	r := mustCheck(t, h.events())
-	if v := r.Violations[0]; v.Culprit != "" || !strings.Contains(v.Cause, "restart kill hit it") {
+	if v := r.Violations[0]; v.Culprit != "" || !strings.Contains(v.Cause, "it lost p7's key to restart kill n1 at 1.150s (after p7's grant)") {
 		t.Errorf("a fault explains it: culprit %q, cause %q", v.Culprit, v.Cause)
 	}
 }

@@ -35,15 +35,16 @@ type EarlyLoss struct {
 // (step 1): if it completed before the deadline of the lease it names, among the process's recent
 // holds (renewals included), it is an early loss, kept for step 6d to name its cause. It needs no
 // event but the completion and its invoke, so the streaming check can call it as the parser does.
-func lostAt(holds []hold, recent []int32, inv, e *history.Event) *EarlyLoss {
+// n and at are the process's recent holds, so the live Monitor applies the same rule to its own.
+func lostAt(n int, at func(k int) *hold, inv, e *history.Event) *EarlyLoss {
 	if e.Type != history.Fail || e.Reason != history.ReasonLost {
 		return nil
 	}
-	k := findLease(len(recent), func(k int) *hold { return &holds[recent[k]] }, inv.Key, inv.Value)
+	k := findLease(n, at, inv.Key, inv.Value)
 	if k < 0 {
 		return nil
 	}
-	h := &holds[recent[k]]
+	h := at(k)
 	if h.Deadline == Never || e.Time >= h.Deadline {
 		return nil
 	}

@@ -109,7 +109,7 @@ func TestHeldIsNotAnError(t *testing.T) {
 	if s.HeldShare < 0.0949 || s.HeldShare > 0.0951 || s.GrantsPerSecond != 1 {
 		t.Errorf("held share %v, grants/s %v; want 0.095 and 1", s.HeldShare, s.GrantsPerSecond)
 	}
-	for _, want := range []string{"1 ok, 1 refused because held, 1 failed with an error, 1 timed out", "held 9.5% of the time", "1.00 grants/s", "error share 50.0%"} {
+	for _, want := range []string{"1 ok, 1 refused because held, 1 failed with an error, 1 timed out", "held: 9.5% of the time", "1.00 grants/s", "error share 50.0%"} {
 		if !strings.Contains(r.Summary(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.Summary())
 		}

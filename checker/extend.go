@@ -162,7 +162,7 @@ func (p *parsed) leaseEvent(recent []int32, inv, e *history.Event) {
 			p.lateExtends = append(p.lateExtends, *late)
 		}
 	}
-	if l := lostAt(p.holds, recent, inv, e); l != nil {
+	if l := lostAt(len(recent), func(k int) *hold { return &p.holds[recent[k]] }, inv, e); l != nil {
 		p.earlyLosses = append(p.earlyLosses, *l)
 	}
 }

@@ -22,7 +22,7 @@ func TestFirstFindingIsTheEarliestOverlap(t *testing.T) {
 	if r.FirstFinding == nil || r.FirstFinding.Kind != FindingViolation || r.FirstFinding.At != 8*ms {
 		t.Fatalf("first finding %+v, want a violation at 8ms", r.FirstFinding)
 	}
-	if !strings.Contains(r.Summary(), "first finding: violation at 0.008s") {
+	if !strings.Contains(r.Summary(), "first finding: overlapping holds at 0.008s: key b: ") {
 		t.Errorf("summary lacks the first finding:\n%s", r.Summary())
 	}
 }

@@ -14,8 +14,10 @@ type Monitor struct {
 	mu     sync.Mutex
 	now    int64
 	count  int
+	early  int                   // early lease losses, as the checker counts them (lostAt)
 	key    map[int]string        // process -> key of its in-flight acquire
 	ext    map[int]history.Event // process -> its in-flight extend
+	rel    map[int]history.Event // process -> its in-flight release
 	nem    []history.Event       // nemesis invokes in flight, oldest first
 	levels levelBook[*hold]      // process -> reentrant levels it entered and has not left
 	open   map[int][]*hold       // process -> holds it has not released
@@ -33,6 +35,7 @@ func NewMonitor() *Monitor {
 	return &Monitor{
 		key:    make(map[int]string),
 		ext:    make(map[int]history.Event),
+		rel:    make(map[int]history.Event),
 		levels: levelBook[*hold]{},
 		open:   make(map[int][]*hold),
 		latest: make(map[int][]*hold),
@@ -74,7 +77,13 @@ func (m *Monitor) Observe(e history.Event) {
 	case e.F == history.FExtend:
 		m.extended(e)
 	case e.F == history.FRelease && e.Type == history.Invoke:
+		m.rel[e.Process] = e
 		m.released(e)
+	case e.F == history.FRelease:
+		if inv, ok := m.rel[e.Process]; ok {
+			delete(m.rel, e.Process)
+			m.lost(&inv, &e)
+		}
 	}
 }
 
@@ -171,6 +180,9 @@ func (m *Monitor) released(e history.Event) {
 func (m *Monitor) extended(e history.Event) {
 	inv, ok := m.ext[e.Process]
 	delete(m.ext, e.Process)
+	if ok {
+		m.lost(&inv, &e)
+	}
 	if !ok || e.Type != history.OK {
 		return
 	}
@@ -246,9 +258,21 @@ func (m *Monitor) leaseNews(e history.Event) {
 	if h.dead || e.Time > h.End {
 		return // the hold had ended: news of its loss changes nothing
 	}
+	if h.Deadline != Never && e.Time < h.Deadline {
+		m.early++ // as the parser's leaseNews counts it
+	}
 	h.Deadline = e.Time
 	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
 	m.undoRecent(h)
+}
+
+// lost counts the completion e of a release or extend invoked at inv that the lock refused as
+// lost before the deadline it promised: an early lease loss, by the checker's own rule.
+func (m *Monitor) lost(inv, e *history.Event) {
+	hs := m.latest[e.Process]
+	if lostAt(len(hs), func(k int) *hold { return hs[k] }, inv, e) != nil {
+		m.early++
+	}
 }
 
 // undoRecent uncounts the pairs counted at the current instant that h, just shortened, no longer
@@ -263,6 +287,14 @@ func (m *Monitor) undoRecent(h *hold) {
 		kept = append(kept, pr)
 	}
 	m.recent = kept
+}
+
+// EarlyLosses returns how many releases, extends and reports of the lock refused or dropped a
+// lease before the deadline it had promised, in the events observed so far.
+func (m *Monitor) EarlyLosses() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.early
 }
 
 // Violations returns how many overlapping pairs of holds the events observed so far contain.

@@ -50,3 +50,42 @@ func TestMonitorAppliesLeaseNews(t *testing.T) {
 		}
 	}
 }
+
+// The live monitor counts early lease losses as the checker does: a release or extend refused as
+// lost before the deadline, and a loss the lock reported before it; not a refusal after it.
+func TestMonitorCountsEarlyLosses(t *testing.T) {
+	refused := func(p int, f, key, value string, inv, done int64) history.Event {
+		return history.Event{Time: done, Type: history.Fail, Process: p, F: f, Key: key, Value: value, Reason: history.ReasonLost}
+	}
+	for name, c := range map[string]struct {
+		h    *hist
+		want int
+	}{
+		"release refused before the deadline": {(&hist{}).
+			acquire(0, "k", 0, 10, history.OK, "a", 1000).
+			add(history.Event{Time: 100, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k", Value: "a"}).
+			add(refused(0, history.FRelease, "k", "a", 100, 110)), 1},
+		"release refused after the deadline": {(&hist{}).
+			acquire(0, "k", 0, 10, history.OK, "a", 100).
+			add(history.Event{Time: 150, Type: history.Invoke, Process: 0, F: history.FRelease, Key: "k", Value: "a"}).
+			add(refused(0, history.FRelease, "k", "a", 150, 160)), 0},
+		"extend refused before the deadline": {(&hist{}).
+			acquire(0, "k", 0, 10, history.OK, "a", 1000).
+			add(history.Event{Time: 100, Type: history.Invoke, Process: 0, F: history.FExtend, Key: "k", Value: "a"}).
+			add(refused(0, history.FExtend, "k", "a", 100, 110)).
+			release(0, "k", "a", 200, 210), 1},
+		"lost reported before the deadline": {(&hist{}).
+			acquire(0, "k", 0, 10, history.OK, "a", 1000).
+			add(history.Event{Time: 50, Type: history.Info, Process: 0, F: history.FLost, Key: "k", Value: "a"}), 1},
+	} {
+		evs := c.h.events()
+		m := NewMonitor()
+		for _, e := range evs {
+			m.Observe(e)
+		}
+		r := mustCheck(t, evs)
+		if r.EarlyLossCount != c.want || m.EarlyLosses() != c.want {
+			t.Errorf("%s: checker %d, monitor %d early losses, want %d", name, r.EarlyLossCount, m.EarlyLosses(), c.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func TestCrashReadFromItsInvokeAndCompletion(t *testing.T) {
 		add(history.Event{Time: 101, Type: history.Info, Process: -1, F: "kill"}).
 		enter(1, "k", 400, 405, "b", 0, 0).release(1, "k", "b", 500, 505).release(0, "k", "a", 600, 605)
 	r = mustCheck(t, kill.end(10000, history.OK, "").events())
-	if r.ViolationCount != 1 || !strings.Contains(r.Violations[0].Cause, "restart kill hit") {
+	if r.ViolationCount != 1 || !strings.Contains(r.Violations[0].Cause, "lost p0's key to restart kill n1 at 0.100s") {
 		t.Fatalf("%d violations %+v: want the kill named as what hit n1", r.ViolationCount, r.Violations)
 	}
 }

@@ -222,10 +222,10 @@ type Stats struct {
 	// acquire's completion to the deadline, renewals included): how often the workload reached the
 	// edge of a lease, where bugs that shorten leases show.
 	NearDeadline int `json:"near_deadline"`
-	// Availability is the share of acquires that completed ok (0 when there were none).
-	Availability float64 `json:"availability"`
-	// Availability as users mean it. HeldShare is the share of the run's time during which someone
-	// held the lock (the union of the holds of a key over the history's span, averaged over the
+	// AcquiresOKShare ("acquires ok") is the share of acquires that completed ok (0 when there were
+	// none); on a hot key most acquires meet a held lock, so it is no measure of availability.
+	AcquiresOKShare float64 `json:"acquires_ok_share"`
+	// HeldShare ("held") is the share of the run's time during which someone held the lock (the union of the holds of a key over the history's span, averaged over the
 	// keys); GrantsPerSecond the holds (ok acquires not expired on arrival) per second of the
 	// span; ErrorShare the share of
 	// completed acquires that failed with an error or timed out (info), leaving out those refused
@@ -262,21 +262,14 @@ type Stats struct {
 // Summary renders the result as a short human-readable text.
 func (r *Result) Summary() string {
 	var b strings.Builder
-	verdict := map[Verdict]string{Valid: "VALID", Invalid: "INVALID", Unknown: "UNKNOWN"}[r.Valid]
+	b.WriteString(r.VerdictLines())
 	porc := fmt.Sprintf("porcupine %s, %d segments", r.Porcupine, r.Segments)
 	if r.Resource != nil {
 		porc = fmt.Sprintf("lock model: porcupine %s, %d segments; counter model: porcupine %s, %d segments",
 			r.Porcupine, r.Segments, r.Resource.Porcupine, r.Resource.Segments)
 	}
-	fmt.Fprintf(&b, "verdict: %s (valid=%s, %s, checked in %s)\n",
-		verdict, r.Valid.jsonWord(), porc, r.CheckDuration.Round(time.Millisecond))
-	if r.UnknownReason != "" {
-		fmt.Fprintf(&b, "unknown because %s\n", r.UnknownReason)
-	}
+	fmt.Fprintf(&b, "checked in %s: valid=%s; %s\n", r.CheckDuration.Round(time.Millisecond), r.Valid.jsonWord(), porc)
 	fmt.Fprintf(&b, "lock level decided by: %s\n", r.DecidedBy)
-	if f := r.FirstFinding; f != nil {
-		fmt.Fprintf(&b, "first finding: %s at %s\n", f.Kind, FormatTime(f.At))
-	}
 	fmt.Fprintf(&b, "evidence (valid needs all of it; invalid needs none):\n")
 	for _, line := range r.Evidence.Lines() {
 		fmt.Fprintf(&b, "  %s\n", line)
@@ -288,7 +281,7 @@ func (r *Result) Summary() string {
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "checker error: %s\n", e)
 	}
-	fmt.Fprintf(&b, "violations: %d", r.ViolationCount)
+	fmt.Fprintf(&b, "overlapping holds: %d pairs", r.ViolationCount)
 	if r.ViolationCount > len(r.Violations) {
 		fmt.Fprintf(&b, " (%d listed)", len(r.Violations))
 	}
@@ -353,8 +346,10 @@ func (r *Result) Summary() string {
 	if s.ExpiredOnArrival > 0 {
 		fmt.Fprintf(&b, "; %d ok acquires expired on arrival (no hold)", s.ExpiredOnArrival)
 	}
-	fmt.Fprintf(&b, "\navailability: the lock was held %.1f%% of the time (mean over %d keys), %.2f grants/s, error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors); %.1f%% of acquires ok\n",
-		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond, 100*s.ErrorShare, 100*s.Availability)
+	fmt.Fprintf(&b, "\nheld: %.1f%% of the time some client held the lock (mean over %d keys); %.2f grants/s\n",
+		100*s.HeldShare, len(r.Evidence.Keys), s.GrantsPerSecond)
+	fmt.Fprintf(&b, "acquires ok: %.1f%% of acquires granted; error share %.1f%% (errors and timeouts of completed acquires; refusals because held are not errors)\n",
+		100*s.AcquiresOKShare, 100*s.ErrorShare)
 	fmt.Fprintf(&b, "releases: %d ok, %d fail, %d info; %d holds released in the last tenth of their validity\n", s.Releases.OK, s.Releases.Fail, s.Releases.Info, s.NearDeadline)
 	if s.Renewals+s.Losses+s.Reentries+s.LateReentries > 0 {
 		fmt.Fprintf(&b, "the lock's own news: %d renewals, %d leases reported lost; %d re-entries by the owner", s.Renewals, s.Losses, s.Reentries)
@@ -381,6 +376,20 @@ func (r *Result) Summary() string {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+// VerdictLines are the summary's first lines: the verdict naming what made it, why it is unknown,
+// and the first finding. They are all a caller must print before anything can fail.
+func (r *Result) VerdictLines() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "verdict: %s\n", r.Headline())
+	if r.UnknownReason != "" {
+		fmt.Fprintf(&b, "unknown because %s\n", r.UnknownReason)
+	}
+	if f := r.FirstFinding; f != nil {
+		fmt.Fprintf(&b, "first finding: %s at %s: %s\n", FindingName(f.Kind), FormatTime(f.At), strings.Join(strings.Fields(f.Description), " "))
 	}
 	return b.String()
 }
@@ -514,17 +523,11 @@ func (r *Result) Verdicts() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock: %s", r.LockValid)
 	var extra []string
-	if r.ViolationCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d violations", r.ViolationCount))
-	}
-	if r.TokenRegressionCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d token regressions", r.TokenRegressionCount))
-	}
-	if r.EarlyLossCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d early lease losses", r.EarlyLossCount))
-	}
-	if r.LateExtendCount > 0 {
-		extra = append(extra, fmt.Sprintf("%d late extends", r.LateExtendCount))
+	for _, t := range []Tally{{FindingViolation, r.ViolationCount}, {FindingTokenRegression, r.TokenRegressionCount},
+		{FindingEarlyLoss, r.EarlyLossCount}, {FindingLateExtend, r.LateExtendCount}} {
+		if t.Count > 0 {
+			extra = append(extra, Phrase(t.Kind, t.Count))
+		}
 	}
 	if r.OverrunCount > 0 {
 		extra = append(extra, fmt.Sprintf("with %d overruns", r.OverrunCount))
@@ -535,9 +538,9 @@ func (r *Result) Verdicts() string {
 	if res := r.Resource; res != nil {
 		fmt.Fprintf(&b, ", data: %s", res.Valid)
 		if res.HasFinal {
-			fmt.Fprintf(&b, ", %d lost updates", res.LostUpdates)
+			fmt.Fprintf(&b, ", %s", Phrase(FindingLostUpdate, int(res.LostUpdates)))
 		}
-		fmt.Fprintf(&b, ", %d stale writes accepted", res.StaleWriteCount)
+		fmt.Fprintf(&b, ", %s accepted", Phrase(FindingStaleWrite, res.StaleWriteCount))
 	}
 	return b.String()
 }

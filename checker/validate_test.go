@@ -182,7 +182,7 @@ func TestFailoverViolationNamesThePromotion(t *testing.T) {
 		t.Fatalf("valid %v with %d violations, want one violation", r.Valid, len(r.Violations))
 	}
 	v := r.Violations[0]
-	for _, want := range []string{"n1 granted p0's lease", "failover kill hit n1", "n2 was promoted to primary (announced at", "granted p1's at"} {
+	for _, want := range []string{"n1 granted p0's lease", "; failover kill n1 at 0.000s; ", "n2 was promoted to primary (announced at", "granted p1's at"} {
 		if !strings.Contains(v.Cause, want) {
 			t.Errorf("cause %q lacks %q", v.Cause, want)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -54,6 +55,9 @@ type CleanOptions struct {
 func (e *Engine) Clean(ctx context.Context, opts CleanOptions) (Removed, error) {
 	var out Removed
 	var errs []error
+	// gone holds the containers this clean removes (or would): their images count as unused, so a
+	// dry run lists the images the real clean frees once those containers are gone.
+	gone := map[string]bool{}
 	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelRun)})
 	if err != nil {
 		return out, fmt.Errorf("list containers: %w", err)
@@ -70,6 +74,7 @@ func (e *Engine) Clean(ctx context.Context, opts CleanOptions) (Removed, error) 
 			}
 		}
 		out.Containers = append(out.Containers, name)
+		gone[c.ID] = true
 	}
 	ns, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", LabelRun)})
 	if err != nil {
@@ -88,15 +93,15 @@ func (e *Engine) Clean(ctx context.Context, opts CleanOptions) (Removed, error) 
 		out.Networks = append(out.Networks, n.Name)
 	}
 	if opts.Images {
-		out.Images, err = e.cleanImages(ctx, opts.DryRun)
+		out.Images, err = e.cleanImages(ctx, opts.DryRun, gone)
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
 }
 
-// cleanImages removes lockpick's node images that no container uses; an image in use by a live
-// run stays.
-func (e *Engine) cleanImages(ctx context.Context, dryRun bool) ([]string, error) {
+// cleanImages removes lockpick's node images that no container uses once the containers in gone
+// are removed; an image in use by a live run stays.
+func (e *Engine) cleanImages(ctx context.Context, dryRun bool, gone map[string]bool) ([]string, error) {
 	is, err := e.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", LabelImage)})
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
@@ -105,10 +110,7 @@ func (e *Engine) cleanImages(ctx context.Context, dryRun bool) ([]string, error)
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	used := map[string]bool{}
-	for _, c := range cs.Items {
-		used[c.ImageID] = true
-	}
+	used := imagesInUse(cs.Items, gone)
 	var removed []string
 	var errs []error
 	for _, im := range is.Items {
@@ -128,6 +130,17 @@ func (e *Engine) cleanImages(ctx context.Context, dryRun bool) ([]string, error)
 		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// imagesInUse is the set of image IDs that the containers cs use, leaving out those in gone.
+func imagesInUse(cs []container.Summary, gone map[string]bool) map[string]bool {
+	used := map[string]bool{}
+	for _, c := range cs {
+		if !gone[c.ID] {
+			used[c.ImageID] = true
+		}
+	}
+	return used
 }
 
 // Leftovers lists the containers and networks of the runs whose label starts with run (a run's

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/api/types/container"
 )
 
 func TestLddPaths(t *testing.T) {
@@ -58,3 +60,19 @@ func TestOwnerAlive(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A dry run sees the containers it would remove still there; their images must count as free all
+// the same, or the dry run leaves out an image the real clean then removes.
+func TestImagesInUseLeavesOutRemovedContainers(t *testing.T) {
+	cs := []container.Summary{
+		{ID: "dead", ImageID: "sha256:old"},
+		{ID: "live", ImageID: "sha256:new"},
+	}
+	used := imagesInUse(cs, map[string]bool{"dead": true})
+	if used["sha256:old"] || !used["sha256:new"] {
+		t.Fatalf("imagesInUse = %v, want only sha256:new (the dead container is being removed)", used)
+	}
+	if used := imagesInUse(cs, nil); !used["sha256:old"] || !used["sha256:new"] {
+		t.Fatalf("imagesInUse with nothing removed = %v, want both images", used)
+	}
+}

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // resolveClient checks --client-cmd and --client-capabilities against --lock: they belong to --lock
@@ -66,7 +66,7 @@ func (c *Config) clientShim(ctx context.Context) (string, error) {
 	if err != nil || !k.Program || !moves {
 		return "", err
 	}
-	shim, err := clusters.FindClockShim(ctx, c.ClockShim, "")
+	shim, err := systems.FindClockShim(ctx, c.ClockShim, "")
 	if err != nil {
 		return "", fmt.Errorf("--nemesis %s: %w", f.Name(), err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
@@ -184,9 +183,9 @@ func (c *Config) Resolve() error {
 		return c.Spelling.Respell(err)
 	}
 	if c.Persistence == "" {
-		c.Persistence = string(clusters.PersistNone)
+		c.Persistence = string(systems.PersistNone)
 	}
-	if _, err := clusters.ParsePersistence(c.Persistence); err != nil {
+	if _, err := systems.ParsePersistence(c.Persistence); err != nil {
 		return fmt.Errorf("%s: %w", c.opt("persistence"), err)
 	}
 	if err := c.resolveSizes(); err != nil {
@@ -386,7 +385,7 @@ func (c *Config) resolveSystem() error {
 // systemConfig is the configuration of the run's system, its nodes under dir.
 func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config {
 	return systems.Config{
-		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: clusters.Persistence(c.Persistence),
+		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: systems.Persistence(c.Persistence),
 		BasePort: c.BasePort, ClockShim: shim, Logger: log, Direct: !c.NeedsLinks(),
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
 		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
@@ -514,7 +513,7 @@ func (c *Config) resolvePlaces() error {
 		return CheckName(c.Name)
 	}
 	name := c.Lock + "-" + nemesis.Slug(c.Nemesis)
-	if c.Persistence != string(clusters.PersistNone) {
+	if c.Persistence != string(systems.PersistNone) {
 		name += "-" + c.Persistence
 	}
 	if c.Workload == "counter" {

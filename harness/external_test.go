@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/systems"
 )
 
@@ -28,7 +27,7 @@ import (
 func TestExternalTouchesOnlyItsKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 1, Dir: t.TempDir(), NamePrefix: "x"})
+	srv, err := systems.StartLocal(ctx, systems.LocalConfig{Nodes: 1, Dir: t.TempDir(), NamePrefix: "x"})
 	if err != nil {
 		t.Skipf("no redis-server: %v", err)
 	}
@@ -71,7 +70,7 @@ func runExternal(t *testing.T, lock string, endpoints []string, master string, d
 // dumpKeys is every key on the server at addr with its serialised value, sorted.
 func dumpKeys(t *testing.T, ctx context.Context, addr string) string {
 	t.Helper()
-	admin := clusters.AdminClient(addr)
+	admin := systems.AdminClient(addr)
 	defer admin.Close()
 	keys, err := admin.Keys(ctx, "*").Result()
 	if err != nil {
@@ -168,7 +167,7 @@ func TestExternalEtcdTouchesOnlyItsKeys(t *testing.T) {
 func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	bin, err := clusters.FindRedisServer("")
+	bin, err := systems.FindRedisServer("")
 	if err != nil {
 		t.Skipf("no redis-server: %v", err)
 	}
@@ -191,13 +190,13 @@ func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 	}
 	// All three must listen before the first dump reads the replica.
 	for _, addr := range []string{primary, replica, sentinel} {
-		for deadline := time.Now().Add(10 * time.Second); clusters.PingOnce(ctx, addr) != nil; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); systems.PingOnce(ctx, addr) != nil; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the hand-started server at %s does not answer", addr)
 			}
 		}
 	}
-	admin := clusters.AdminClient(primary)
+	admin := systems.AdminClient(primary)
 	defer admin.Close()
 	if err := admin.Set(ctx, "app:1", "theirs", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -221,7 +220,7 @@ func TestExternalSentinelTouchesOnlyItsKeys(t *testing.T) {
 // freePorts are count loopback ports below the ephemeral range, free a moment ago: no client's
 // outgoing connection takes one before the hand-started server binds it.
 func freePorts(t *testing.T, count int) []string {
-	ls, err := clusters.ReservePorts(count)
+	ls, err := systems.ReservePorts(count)
 	if err != nil {
 		t.Fatal(err)
 	}

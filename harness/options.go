@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/resource"
@@ -324,7 +323,7 @@ func guardNames() []string {
 }
 
 func persistenceNames() []string {
-	return []string{string(clusters.PersistNone), string(clusters.PersistAOFEverysec), string(clusters.PersistAOFAlways)}
+	return []string{string(systems.PersistNone), string(systems.PersistAOFEverysec), string(systems.PersistAOFAlways)}
 }
 
 // Spelling is how the user gave a run's options: flags on a command line, or the keys of scenario

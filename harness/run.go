@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
@@ -56,6 +55,10 @@ type Outcome struct {
 	Notes []string
 	// Library is the library the run tested (Config.Library).
 	Library *history.Library
+	// Unwritten are the run's files that could not be written once it had its verdict (a full
+	// disk), each with the fix; the verdict stands. A run whose results.json is among them is not
+	// linked as store/latest.
+	Unwritten []string
 }
 
 // Run performs one run. ctx cancelled (SIGINT) ends the run early: the nemesis heals, the processes
@@ -67,10 +70,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Outcome, error) 
 	return execute(ctx, cfg, progress, hooks{})
 }
 
-// hooks let tests reach places a real run cannot be steered to.
+// RunAnnounced is Run that calls verdict with the outcome as soon as the history is checked, before
+// any file is written from it: whatever then fails to be written (results.json, the summary, the
+// report, on a disk that filled), the caller has said the verdict. Such failures are the outcome's
+// Unwritten, not an error.
+func RunAnnounced(ctx context.Context, cfg Config, progress io.Writer, verdict func(*Outcome)) (*Outcome, error) {
+	return execute(ctx, cfg, progress, hooks{verdict: verdict})
+}
+
+// hooks let tests reach places a real run cannot be steered to, and a caller hear the verdict first.
 type hooks struct {
 	// historyPath replaces the run's history file (a test aims it at /dev/full).
 	historyPath string
+	// verdict is RunAnnounced's; beforeWrite runs after it (a test fills the disk there).
+	verdict     func(*Outcome)
+	beforeWrite func(dir string)
 }
 
 func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Outcome, error) {
@@ -146,14 +160,41 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
 	log.Info("run finished; checking", "stopped", out.Stopped)
-	info := results.RunInfo{Dir: dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings, Library: out.Library}
-	if out.Result, err = Check(dir, time.Duration(cfg.CheckTimeout), info); err != nil {
+	if err := finish(out, cfg, time.Duration(cfg.CheckTimeout), hk, log); err != nil {
 		return nil, err
 	}
-	if err := results.LinkLatest(cfg.Store, dir); err != nil {
+	return out, nil
+}
+
+// finish checks the run, says its verdict (hk.verdict), and only then writes results.json and the
+// files derived from it: a failure to write is one of out.Unwritten with its fix, never an error
+// that would hide the verdict. store/latest moves to the run once results.json is written.
+func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog.Logger) error {
+	c, err := results.CheckRun(out.Dir, checker.Options{Timeout: timeout})
+	if err != nil {
+		return fmt.Errorf("check %s: %w", out.Dir, err)
+	}
+	out.Result = c.Result
+	if hk.verdict != nil {
+		hk.verdict(out)
+	}
+	if hk.beforeWrite != nil {
+		hk.beforeWrite(out.Dir)
+	}
+	info := results.RunInfo{Dir: out.Dir, Interrupted: out.Interrupted, Stopped: out.Stopped, Errors: out.Errors, Warnings: out.Warnings, Library: out.Library}
+	unwritten := func(err error) {
+		log.Error("cannot write the run's results", "err", err)
+		out.Unwritten = append(out.Unwritten, fmt.Sprintf("%v: %s", err, results.WriteFix(err)))
+	}
+	if err := c.WriteRecord(info); err != nil {
+		unwritten(err)
+	} else if err := results.LinkLatest(cfg.Store, out.Dir); err != nil {
 		log.Warn("cannot link latest", "err", err)
 	}
-	return out, nil
+	for _, err := range c.WriteDerived(info) {
+		unwritten(err)
+	}
+	return nil
 }
 
 // findBinaries checks that the servers' programs are there (redis-server for Redis systems and the
@@ -162,7 +203,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	if (cfg.System != "etcd" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
-		if _, err := clusters.FindRedisServer(cfg.RedisServer); err != nil {
+		if _, err := systems.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
@@ -177,7 +218,7 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	if !moves {
 		return "", nil
 	}
-	if shim, err = clusters.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
+	if shim, err = systems.FindClockShim(ctx, cfg.ClockShim, ""); err != nil {
 		return "", fmt.Errorf("--nemesis %s: %w", f.Name(), err)
 	}
 	return shim, nil
@@ -471,7 +512,7 @@ func Check(dir string, timeout time.Duration, info results.RunInfo) (*checker.Re
 // recordFinal reads each counter over the resource node's admin connection and records it as a
 // final operation of the harness. A read that fails is recorded as fail: the checker then has no
 // final value and says so.
-func recordFinal(ctx context.Context, rec *history.Recorder, node *clusters.Node, keys []string) {
+func recordFinal(ctx context.Context, rec *history.Recorder, node *systems.LocalNode, keys []string) {
 	admin := node.Admin()
 	defer admin.Close()
 	for _, k := range keys {
@@ -506,7 +547,7 @@ type system struct {
 	probe   locks.ProbeCloser
 	groups  []string
 	store   *resource.Store
-	resNode *clusters.Node
+	resNode *systems.LocalNode
 	faults  *workloads.ClientFaults
 	// holders follows who holds a lock now, for the nemeses that aim at the holder's group.
 	holders *holders
@@ -531,7 +572,7 @@ const portTries = 3
 func onFreshPorts(log *slog.Logger, what, dir string, start func() error) error {
 	var err error
 	for try := 1; try <= portTries; try++ {
-		if err = start(); !errors.Is(err, clusters.ErrPortTaken) || try == portTries {
+		if err = start(); !errors.Is(err, systems.ErrPortTaken) || try == portTries {
 			return err
 		}
 		log.Warn("a node's port was taken during start-up; starting again on fresh ports", "system", what, "try", try, "err", err)
@@ -577,10 +618,10 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	}
 	// The counter workload's resource: a node of its own, outside the lock's system, its links and
 	// its faults; clients reach it directly.
-	var res *clusters.Local
+	var res *systems.Local
 	err = onFreshPorts(log, "resource", "", func() (err error) {
-		res, err = clusters.StartLocal(ctx, clusters.Config{
-			Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: clusters.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
+		res, err = systems.StartLocal(ctx, systems.LocalConfig{
+			Nodes: 1, NamePrefix: "r", Dir: nodesDir, Persistence: systems.PersistNone, RedisServer: cfg.RedisServer, Logger: log,
 		})
 		return err
 	})

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/results"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 func run(t *testing.T, cfg Config) *Outcome {
@@ -168,7 +168,7 @@ func TestOnFreshPortsRetriesOnlyATakenPort(t *testing.T) {
 	err := onFreshPorts(log, "redis-masters", dir, func() error {
 		calls++
 		if calls < 2 {
-			return clusters.StartFailure("n1", "bind: Address already in use")
+			return systems.StartFailure("n1", "bind: Address already in use")
 		}
 		return nil
 	})
@@ -179,8 +179,8 @@ func TestOnFreshPortsRetriesOnlyATakenPort(t *testing.T) {
 		t.Fatalf("the failed start's nodes were not set aside: %v", err)
 	}
 	calls = 0
-	err = onFreshPorts(log, "redis-masters", "", func() error { calls++; return clusters.StartFailure("n1", "bind: Address already in use") })
-	if !errors.Is(err, clusters.ErrPortTaken) || calls != portTries {
+	err = onFreshPorts(log, "redis-masters", "", func() error { calls++; return systems.StartFailure("n1", "bind: Address already in use") })
+	if !errors.Is(err, systems.ErrPortTaken) || calls != portTries {
 		t.Fatalf("always taken: err %v after %d calls, want ErrPortTaken after %d", err, calls, portTries)
 	}
 	calls = 0

@@ -22,6 +22,11 @@ type status struct {
 
 	mu    sync.Mutex
 	fault map[string]string // node -> fault op in effect
+	// latest is the last fault applied and when (history time), so that a fault healed between two
+	// progress lines (a restart of 25ms) is still shown on the next; shown is when the last line was.
+	latest      string
+	latestAt    int64
+	latestShown int64
 }
 
 func newStatus() *status { return &status{monitor: checker.NewMonitor(), fault: map[string]string{}} }
@@ -39,6 +44,9 @@ func (s *status) observe(e history.Event) {
 			} else {
 				s.fault[n] = e.F
 			}
+		}
+		if e.Effect != history.EffectHeal {
+			s.latest, s.latestAt = strings.TrimSpace(e.F+" "+strings.Join(sortedCopy(e.Nodes), ",")), e.Time
 		}
 		s.mu.Unlock()
 		return
@@ -59,10 +67,17 @@ func (s *status) observe(e history.Event) {
 	s.health.acquire(e.Time, e.Type == history.Info, faulted)
 }
 
-func (s *status) faults() string {
+// faults names the faults in effect at run time now; with none, the latest fault applied since the
+// previous line, however briefly it lasted.
+func (s *status) faults(now time.Duration) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	since := s.latestShown
+	s.latestShown = int64(now)
 	if len(s.fault) == 0 {
+		if s.latest != "" && s.latestAt >= since {
+			return s.latest + " (healed)"
+		}
 		return "none"
 	}
 	byOp := map[string][]string{}
@@ -78,12 +93,31 @@ func (s *status) faults() string {
 
 // line is the progress line at run time t.
 func (s *status) line(t, total, nodeTimeout time.Duration) string {
-	line := fmt.Sprintf("%5.1fs/%v  ops %d  ok acquires %d  violations %d  fault: %s",
-		t.Seconds(), total, s.ops.Load(), s.okAcquires.Load(), s.monitor.Violations(), s.faults())
+	line := fmt.Sprintf("%5.1fs/%v  ops %d  ok acquires %d  findings: %s  fault: %s",
+		t.Seconds(), total, s.ops.Load(), s.okAcquires.Load(), s.findings(), s.faults(t))
 	if share, bad := s.health.now(t); bad {
 		line += fmt.Sprintf("  OVERLOAD: %.0f%% of acquires timed out in the last %ds: raise --node-timeout (now %v)", share*100, healthWindow, nodeTimeout)
 	}
 	return line
+}
+
+// findings names the findings the live monitor has seen, in the checker's words: "none", or
+// "2 pairs of overlapping holds, 1 early lease loss". The rest (stale writes, lost updates, token
+// regressions, deadlocks) need the whole history and show in the verdict.
+func (s *status) findings() string {
+	var ts []checker.Tally
+	for _, t := range []checker.Tally{
+		{Kind: checker.FindingViolation, Count: s.monitor.Violations()},
+		{Kind: checker.FindingEarlyLoss, Count: s.monitor.EarlyLosses()},
+	} {
+		if t.Count > 0 {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return "none"
+	}
+	return checker.Phrases(ts)
 }
 
 // show prints the progress line every half second until the returned stop is called.

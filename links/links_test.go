@@ -5,25 +5,19 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockpick-dev/lockpick/clusters"
 )
 
 // A link carries traffic to its node, and a toxic on it is a real fault: a timeout toxic makes
 // requests hang until the client gives up, and removing it heals the path.
 func TestLinkCarriesTrafficAndToxicsCutIt(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	node := redisNode(t)
 	set := New()
 	defer set.Close()
-	node := c.Nodes()[0]
 	l, err := set.Add("c1", node.Name, node.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -143,5 +137,40 @@ func TestRenewLetsAStallOnADeadNodeGo(t *testing.T) {
 	s2.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if n, err := s2.Read(make([]byte, 16)); err != nil || n != 6 {
 		t.Fatalf("through the renewed link: %d bytes, %v", n, err)
+	}
+}
+
+// testNode is a redis-server the test runs itself: systems, which runs nodes, imports links.
+type testNode struct{ Name, addr string }
+
+func (n testNode) Addr() string { return n.addr }
+
+// redisNode runs one redis-server on a free loopback port until the test ends.
+func redisNode(t *testing.T) testNode {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not found: install it with `apt-get install redis-server`")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return testNode{Name: "n1", addr: addr}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not listen within 10s", addr)
+		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/clientproto"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // external is the Locker of one process id whose lock lives in a client program speaking the client
@@ -139,7 +139,7 @@ func shortCommand(command []string) string {
 // start runs the program (startProgram) with its stdin and stdout on pipes and its stderr in its
 // log, and the clock shim when one is given.
 func (e *external) start(command []string, shim string) error {
-	if err := clusters.InitClockFile(e.clockFile); err != nil {
+	if err := systems.InitClockFile(e.clockFile); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -157,7 +157,7 @@ func (e *external) start(command []string, shim string) error {
 		inW.Close()
 		return err
 	}
-	env := append(os.Environ(), clusters.ClockFileEnv+"="+e.clockFile)
+	env := append(os.Environ(), systems.ClockFileEnv+"="+e.clockFile)
 	if shim != "" {
 		env = append(env, "LD_PRELOAD="+shim)
 	}
@@ -625,7 +625,7 @@ func (e *external) ShiftClock(offset time.Duration) error {
 	if !e.shim {
 		return fmt.Errorf("%s runs without the clock shim: its clock cannot be moved", e.name)
 	}
-	return clusters.WriteClockOffset(e.clockFile, offset)
+	return systems.WriteClockOffset(e.clockFile, offset)
 }
 
 // kill ends the program (and anything it started in its group) for good.

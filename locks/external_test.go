@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // badClient starts testdata/badclient.py in mode through the driver.
@@ -255,7 +255,7 @@ func zombie(pid int) bool {
 
 // The clock shim loaded into a client program moves Python's time.time() and PHP's microtime().
 func TestClientClockShim(t *testing.T) {
-	shim, err := clusters.BuildClockShim(context.Background(), t.TempDir())
+	shim, err := systems.BuildClockShim(context.Background(), t.TempDir())
 	if err != nil {
 		t.Skipf("no clock shim: %v", err)
 	}

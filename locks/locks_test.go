@@ -9,12 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
-func cluster(t *testing.T, n int) (*clusters.Local, []Endpoint, []*redis.Client) {
+func cluster(t *testing.T, n int) (*systems.Local, []Endpoint, []*redis.Client) {
 	t.Helper()
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: n, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: n, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/systems"
 )
@@ -76,7 +75,7 @@ func nodeAdmin(t *testing.T, sys systems.System, name string) *redis.Client {
 	t.Helper()
 	for _, n := range sys.Nodes() {
 		if n.Name == name {
-			rc := clusters.AdminClient(n.Addr)
+			rc := systems.AdminClient(n.Addr)
 			t.Cleanup(func() { rc.Close() })
 			return rc
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/systems"
 )
 
@@ -58,7 +57,7 @@ func newKeyProbe(nodes []Node) (*keyProbe, error) {
 	for _, n := range nodes {
 		if n.Data {
 			p.nodes = append(p.nodes, n.Name)
-			p.clients[n.Name] = clusters.AdminClient(n.Addr)
+			p.clients[n.Name] = systems.AdminClient(n.Addr)
 		}
 	}
 	if len(p.nodes) == 0 {

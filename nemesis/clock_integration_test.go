@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/links"
 	"github.com/lockpick-dev/lockpick/locks"
@@ -27,8 +26,8 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 		t.Skip("runs redis-server for 10 s")
 	}
 	ctx := context.Background()
-	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
-	if errors.Is(err, clusters.ErrNoCompiler) {
+	shim, err := systems.BuildClockShim(ctx, t.TempDir())
+	if errors.Is(err, systems.ErrNoCompiler) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -39,7 +38,7 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 	if keep := os.Getenv("LOCKPICK_KEEP"); keep != "" {
 		dir = keep
 	}
-	cluster, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 5, Dir: filepath.Join(dir, "nodes"), ClockShim: shim})
+	cluster, err := systems.StartLocal(ctx, systems.LocalConfig{Nodes: 5, Dir: filepath.Join(dir, "nodes"), ClockShim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +167,8 @@ func TestClockHolderOneBreaksRedlockWithABareMajority(t *testing.T) {
 func shiftableNode(t *testing.T, groups ...string) (systems.System, locks.ProbeCloser) {
 	t.Helper()
 	ctx := context.Background()
-	shim, err := clusters.BuildClockShim(ctx, t.TempDir())
-	if errors.Is(err, clusters.ErrNoCompiler) {
+	shim, err := systems.BuildClockShim(ctx, t.TempDir())
+	if errors.Is(err, systems.ErrNoCompiler) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -208,7 +207,7 @@ func TestClockQuietResetWaitsForNoLease(t *testing.T) {
 	sys, probe := shiftableNode(t)
 	cluster := sys.Backend()
 	node := sys.Nodes()[0]
-	admin := clusters.AdminClient(node.Addr)
+	admin := systems.AdminClient(node.Addr)
 	defer admin.Close()
 	key := workloads.KeyName(0)
 	env := Env{Clocks: cluster, Cluster: cluster, Nodes: []string{node.Name}, Probe: probe, Writes: sys,
@@ -266,7 +265,7 @@ func TestClockQuietResetDrainsAHotKey(t *testing.T) {
 		Groups: []string{"c1"}, Keys: []string{key}, TTL: 500 * time.Millisecond, Interval: time.Second}
 	c := quietClockBehind(t, env, node.Name)
 	// A client through the group's link keeps the key taken without a gap.
-	hot := clusters.AdminClient(eps[0].Addr)
+	hot := systems.AdminClient(eps[0].Addr)
 	defer hot.Close()
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -290,7 +289,7 @@ func TestClockQuietResetDrainsAHotKey(t *testing.T) {
 		t.Fatalf("clock not set right: offset %v, %v", off, err)
 	}
 	// The clients are let back: the hot client's writes reach the node again.
-	admin := clusters.AdminClient(node.Addr)
+	admin := systems.AdminClient(node.Addr)
 	defer admin.Close()
 	deadline := time.Now().Add(2 * time.Second)
 	for admin.Exists(ctx, key).Val() == 0 {

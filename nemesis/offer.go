@@ -42,7 +42,8 @@ func Offered(system, backend, dockerHost string) Offer {
 	return o
 }
 
-// staticOffer is what backend running system can do on any machine.
+// staticOffer is what backend running system can do on any machine: the backend's answer, then
+// the topology's own (its clocks, its traits, the roles its layout starts with).
 func staticOffer(system, backend string) Offer {
 	o := Offer{System: system, Backend: backend, Caps: AllCapabilities, lacks: map[Capability]lack{}}
 	switch backend {
@@ -52,16 +53,38 @@ func staticOffer(system, backend string) Offer {
 	default:
 		o.lack(NetCuts, "--backend local nodes share the loopback interface", false)
 	}
-	switch system {
-	case "etcd":
-		o.lack(NodeClocks, "etcd members are Go programs that read the time without libc, where the LD_PRELOAD clock shim cannot reach", false)
-		o.lack(WriteHolds, "etcd members cannot hold writes back", false)
-		o.lack(Promotion, "etcd has no primary whose replicas take over (its members elect a leader)", false)
-	case "redis-masters":
-		o.lack(PeerCuts|PeerLatency, "the masters of redis-masters never talk to each other", false)
-		o.lack(Promotion, "redis-masters has no replicas to take over", false)
+	t, err := systems.Lookup(system)
+	if err != nil {
+		o.lack(AllCapabilities, err.Error(), true)
+		return o
+	}
+	if err := t.Clocks(); err != nil {
+		o.lack(NodeClocks, err.Error(), false)
+	}
+	tr := t.Traits()
+	if !tr.Peers {
+		o.lack(PeerCuts|PeerLatency, "the servers of "+system+" never talk to each other", false)
+	}
+	if !tr.WriteHolds {
+		o.lack(WriteHolds, "the servers of "+system+" cannot hold writes back", false)
+	}
+	if !promotes(t) {
+		o.lack(Promotion, system+" has no primary whose replicas take over", false)
 	}
 	return o
+}
+
+// promotes reports whether the topology starts a primary with replicas that can take over from it.
+func promotes(t systems.Topology) bool {
+	nodes, err := t.Layout(systems.Config{Nodes: 3, Sentinel: systems.SentinelConfig{Replicas: 2, Sentinels: 3}, Etcd: systems.EtcdConfig{Members: 3}})
+	if err != nil {
+		return false
+	}
+	roles := map[systems.Role]bool{}
+	for _, n := range nodes {
+		roles[n.Role] = true
+	}
+	return roles[systems.RolePrimary] && roles[systems.RoleReplica]
 }
 
 // lack takes caps out of the offer; a capability already absent keeps its first reason.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/links"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 func netEnv(nodes, groups []string) Env {
@@ -223,7 +223,7 @@ func TestPartitionParamErrors(t *testing.T) {
 // fails at once and delivers nothing (on open and on new connections), lose-reply delivers the write
 // and loses the reply (on open connections: go-redis greets a new one with HELLO, whose reply is lost). Healing restores the path.
 func TestPartitionModesOnRealLinks(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

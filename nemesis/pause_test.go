@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/links"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 func TestPausePlans(t *testing.T) {
@@ -101,7 +101,7 @@ func TestLatencyPlans(t *testing.T) {
 // Latency on a real link slows the round trip by about the delay, and the heal restores it. The delay
 // is large enough that a loaded machine's slow round trip (tens of milliseconds) is not taken for it.
 func TestLatencyOnRealLink(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestLatencyOnRealLink(t *testing.T) {
 	env := netEnv([]string{node.Name}, []string{"c1"})
 	env.Links = set
 	n := build(t, "latency:mode=steady:delay=500ms:jitter=0s", env)
-	rc := clusters.AdminClient(l.Addr)
+	rc := systems.AdminClient(l.Addr)
 	defer rc.Close()
 	ctx := context.Background()
 	rtt := func() time.Duration {
@@ -147,7 +147,7 @@ func TestLatencyOnRealLink(t *testing.T) {
 // killed and restarted by another nemesis, and continuing it then is no error; an interrupted run
 // still continues every stopped node.
 func TestPauseOnRealNodes(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 2, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 2, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestPauseOnRealNodes(t *testing.T) {
 // Lock-aware targets are chosen when the fault starts, from the lease the nodes hold; the heal
 // names what was hit, and no lease of the wanted shape skips the fault.
 func TestLockAwareResolve(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 5, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 5, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

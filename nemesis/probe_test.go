@@ -3,13 +3,12 @@ package nemesis
 import (
 	"testing"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // probeOver is the Redis locks' lease probe over every node of a local cluster.
-func probeOver(t *testing.T, c *clusters.Local) systems.LeaseProbe {
+func probeOver(t *testing.T, c *systems.Local) systems.LeaseProbe {
 	t.Helper()
 	var nodes []systems.Node
 	for _, n := range c.Nodes() {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 var fiveNodes = []string{"n1", "n2", "n3", "n4", "n5"}
@@ -98,7 +98,7 @@ func TestRestartPlanInvariants(t *testing.T) {
 
 // Runs a short plan against real nodes and checks the history and the final heal.
 func TestRunRecordsAndHeals(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 3, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 3, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestRestartRefusesWaitWithoutALockAwareTarget(t *testing.T) {
 // to bring back (no heal without a fault).
 func TestRestartHolderMajorityHitsTheLeaseNodes(t *testing.T) {
 	ctx := context.Background()
-	c, err := clusters.StartLocal(ctx, clusters.Config{Nodes: 5, Dir: t.TempDir()})
+	c, err := systems.StartLocal(ctx, systems.LocalConfig{Nodes: 5, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

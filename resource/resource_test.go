@@ -5,12 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 func open(t *testing.T, guard Guard) *Store {
 	t.Helper()
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, NamePrefix: "r", Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, NamePrefix: "r", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,27 +45,34 @@ type CellRun struct {
 	Seed    uint64 `json:"seed"`
 	Verdict string `json:"verdict"`
 	// Error is set when the run could not start or crashed; the other fields are then empty.
-	Error      string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Findings names what made the run invalid ("1 early lease loss"); empty when nothing did.
+	// Violations counts its overlapping pairs of holds alone.
+	Findings   string `json:"findings,omitempty"`
 	Violations int    `json:"violations"`
 	// FirstViolation is the time from the run's start to the first finding that made the run invalid
 	// (an overlap, a stale write, an early loss...), in nanoseconds; -1 when there was none.
 	// FirstKind names that finding (checker.FirstFinding).
 	FirstViolation int64  `json:"first_violation"`
 	FirstKind      string `json:"first_kind,omitempty"`
-	// Availability is the share of acquires that succeeded.
-	Availability float64 `json:"availability"`
-	OKAcquires   int     `json:"ok_acquires"`
-	OKInFaults   int     `json:"ok_in_faults"`
-	Overruns     int     `json:"overruns"`
-	Dir          string  `json:"dir"`
+	// Held is the share of the run's time some client held the lock; AcquiresOK the share of
+	// acquires granted (checker.Stats.HeldShare and AcquiresOKShare).
+	Held       float64 `json:"held_share"`
+	AcquiresOK float64 `json:"acquires_ok_share"`
+	OKAcquires int     `json:"ok_acquires"`
+	OKInFaults int     `json:"ok_in_faults"`
+	Overruns   int     `json:"overruns"`
+	Dir        string  `json:"dir"`
+	// Took is how long the run took, start to verdict.
+	Took Duration `json:"took,omitempty"`
 }
 
 // NewCellRun summarises one checked run for the card.
 func NewCellRun(seed uint64, dir string, r *checker.Result) *CellRun {
 	c := &CellRun{
-		Seed: seed, Dir: dir, Verdict: r.Valid.String(), Violations: r.ViolationCount, FirstViolation: -1,
-		Availability: r.Stats.Availability, OKAcquires: r.Stats.Acquires.OK, OKInFaults: r.Stats.OKInFaults,
-		Overruns: r.OverrunCount,
+		Seed: seed, Dir: dir, Verdict: r.Valid.String(), Findings: checker.Phrases(r.Tallies()), Violations: r.ViolationCount,
+		FirstViolation: -1, Held: r.Stats.HeldShare, AcquiresOK: r.Stats.AcquiresOKShare, OKAcquires: r.Stats.Acquires.OK,
+		OKInFaults: r.Stats.OKInFaults, Overruns: r.OverrunCount,
 	}
 	if f := r.FirstFinding; f != nil {
 		c.FirstViolation, c.FirstKind = f.At, f.Kind
@@ -147,39 +154,12 @@ func (card *Card) Markdown(w io.Writer) error {
 		fmt.Fprintf(&b, " Every cell: %s.", strings.Join(s, ", "))
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| lock | nemesis | verdicts | expected | violations | first finding | availability | ok acquires in faults |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| lock | nemesis | verdicts | expected | findings | first finding | held | acquires ok | ok acquires in faults |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range card.Cells {
-		expected := "—"
-		if c.Expected != "" {
-			mark := "✗"
-			if c.Matches() {
-				mark = "✓"
-			}
-			expected = c.Expected + " " + mark
-		}
-		var viol, first, avail, inFaults []string
-		for _, r := range c.Runs {
-			if r.Error != "" {
-				viol, first, avail, inFaults = append(viol, "—"), append(first, "—"), append(avail, "—"), append(inFaults, "—")
-				continue
-			}
-			viol = append(viol, fmt.Sprint(r.Violations))
-			f := "—"
-			if r.FirstViolation >= 0 {
-				f = checker.FormatTime(r.FirstViolation)
-				if r.FirstKind != checker.FindingViolation {
-					f += " (" + r.FirstKind + ")"
-				}
-			}
-			first = append(first, f)
-			avail = append(avail, fmt.Sprintf("%.1f%%", 100*r.Availability))
-			inFaults = append(inFaults, fmt.Sprint(r.OKInFaults))
-		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s |\n", c.Lock, c.Nemesis, c.Tally(), expected,
-			strings.Join(viol, ", "), strings.Join(first, ", "), strings.Join(avail, ", "), strings.Join(inFaults, ", "))
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", c.Lock, c.Nemesis, c.Tally(), c.expectedMark(), strings.Join(c.columns(), " | "))
 	}
-	b.WriteString("\nPer-seed values are listed in seed order. Availability is the share of acquires that succeeded; on a hot key most attempts meet a held lock, so compare it between cells rather than read it as an absolute. ")
+	b.WriteString("\nPer-seed values are listed in seed order. Held is the share of the run's time some client held the lock; acquires ok is the share of acquires granted (on a hot key most meet a held lock, so compare it between cells rather than read it as an absolute). ")
 	b.WriteString("Expected verdicts come from the built-in scenario with the same lock and nemeses (the table in docs/expected-outcomes.md); ✓ means every seed reached it.\n\n## Runs\n\n")
 	for _, c := range card.Cells {
 		for _, r := range c.Runs {
@@ -187,9 +167,71 @@ func (card *Card) Markdown(w io.Writer) error {
 				fmt.Fprintf(&b, "- %s `%s` seed %d: could not run: %s\n", c.Lock, c.Nemesis, r.Seed, r.Error)
 				continue
 			}
-			fmt.Fprintf(&b, "- %s `%s` seed %d: %s, %d violations — %s\n", c.Lock, c.Nemesis, r.Seed, r.Verdict, r.Violations, r.Dir)
+			fmt.Fprintf(&b, "- %s `%s` seed %d: %s — %s\n", c.Lock, c.Nemesis, r.Seed, r.Words(), r.Dir)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// expectedMark is the cell's expected verdict and whether every seed reached it.
+func (c *Cell) expectedMark() string {
+	if c.Expected == "" {
+		return "—"
+	}
+	if c.Matches() {
+		return c.Expected + " ✓"
+	}
+	return c.Expected + " ✗"
+}
+
+// columns are the cell's per-seed columns of the card: findings, first finding, held, acquires ok,
+// ok acquires in faults.
+func (c *Cell) columns() []string {
+	cols := make([][]string, 5)
+	for _, r := range c.Runs {
+		if r.Error != "" {
+			for i := range cols {
+				cols[i] = append(cols[i], "—")
+			}
+			continue
+		}
+		first := "—"
+		if r.FirstViolation >= 0 {
+			first = checker.FormatTime(r.FirstViolation)
+			if r.FirstKind != checker.FindingViolation {
+				first += " (" + checker.FindingName(r.FirstKind) + ")"
+			}
+		}
+		cols[0] = append(cols[0], noneIfEmpty(r.Findings))
+		cols[1] = append(cols[1], first)
+		cols[2] = append(cols[2], fmt.Sprintf("%.1f%%", 100*r.Held))
+		cols[3] = append(cols[3], fmt.Sprintf("%.1f%%", 100*r.AcquiresOK))
+		cols[4] = append(cols[4], fmt.Sprint(r.OKInFaults))
+	}
+	out := make([]string, len(cols))
+	for i, col := range cols {
+		out[i] = strings.Join(col, ", ")
+	}
+	return out
+}
+
+// noneIfEmpty is s, or "none" when it is empty.
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Words is the run's verdict with what made it: "invalid: 1 early lease loss", "valid", or
+// "could not run: ...".
+func (r *CellRun) Words() string {
+	switch {
+	case r.Error != "":
+		return "could not run: " + r.Error
+	case r.Findings != "":
+		return r.Verdict + ": " + r.Findings
+	}
+	return r.Verdict
 }

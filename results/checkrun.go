@@ -40,10 +40,26 @@ func CheckRun(dir string, opts checker.Options) (*Checked, error) {
 // Write stores the checked run's results in its directory: results.json, summary.txt, the
 // visualizations and the report, as Write does, without reading the history again.
 func (c *Checked) Write(info RunInfo) error {
-	return writeResults(c.dir, c.Result, info, func() error {
+	return writeResults(c.dir, c.Result, info, c.report(info))
+}
+
+// WriteRecord writes results.json, the record of the verdict. A run says its verdict first, then
+// writes this, then WriteDerived: no failure to write can hide the verdict.
+func (c *Checked) WriteRecord(info RunInfo) error {
+	return writeRecord(c.dir, c.Result, info)
+}
+
+// WriteDerived writes the files derived from the record (summary.txt, the visualizations, the
+// report), each tried whatever became of the others, and returns every failure.
+func (c *Checked) WriteDerived(info RunInfo) []error {
+	return writeDerived(c.dir, c.Result, info, c.report(info))
+}
+
+func (c *Checked) report(info RunInfo) func() error {
+	return func() error {
 		if c.metaErr != nil {
 			return fmt.Errorf("write report: %w", c.metaErr)
 		}
 		return writeReport(c.dir, c.Result, info, c.data)
-	})
+	}
 }

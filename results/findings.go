@@ -162,7 +162,7 @@ func nodeLane(n string, lo, hi int64, faults []checker.FaultWindow, d *runData) 
 		}
 		// The bar names the nemesis; its operations (kill, start) are marks of their own.
 		l.Bars = append(l.Bars, fbar{S: w.Start, E: w.End, Class: "fault", Role: "fault", Label: w.Fault,
-			Title: fmt.Sprintf("%s %s [%s, %s]", faultName(w), strings.Join(w.Nodes, " "), checker.FormatTime(w.Start), checker.FormatTime(w.End))})
+			Title: faultTitle(faultName(w)+" "+strings.Join(w.Nodes, " "), w)})
 	}
 	for _, p := range d.offsets[n] {
 		if p.t >= lo && p.t <= hi && !p.measured {
@@ -170,6 +170,12 @@ func nodeLane(n string, lo, hi int64, faults []checker.FaultWindow, d *runData) 
 		}
 	}
 	return l
+}
+
+// faultTitle is a fault window's tooltip: its real times and length, which a window drawn wider
+// than it lasted (minFaultW) does not show.
+func faultTitle(name string, w checker.FaultWindow) string {
+	return fmt.Sprintf("%s [%s, %s], %s", name, checker.FormatTime(w.Start), checker.FormatTime(w.End), checker.FormatSpan(w.End-w.Start))
 }
 
 // clockSub says a node's clock offset over [lo, hi] when a clock nemesis ever moved it.
@@ -256,7 +262,7 @@ func clientFaultLane(slot int, lo, hi int64, faults []checker.FaultWindow, d *ru
 		for _, n := range w.Nodes {
 			if pid, ok := clientTarget(n); ok && d.slotOf(pid) == slot {
 				l.Bars = append(l.Bars, fbar{S: w.Start, E: w.End, Class: "fault", Role: "fault", Label: w.Fault + " " + n,
-					Title: fmt.Sprintf("%s %s [%s, %s]", w.Fault, n, checker.FormatTime(w.Start), checker.FormatTime(w.End))})
+					Title: faultTitle(w.Fault+" "+n, w)})
 			}
 		}
 	}

@@ -78,12 +78,13 @@ func CellCase(c *Cell) JUnitCase {
 	var text strings.Builder
 	var invalid, broken []string
 	for _, r := range c.Runs {
+		tc.Time += time.Duration(r.Took).Seconds()
 		switch {
 		case r.Error != "":
 			broken = append(broken, fmt.Sprintf("seed %d could not run: %s", r.Seed, r.Error))
 		case r.Verdict == checker.Invalid.String():
 			s, _ := os.ReadFile(filepath.Join(r.Dir, SummaryFile))
-			invalid = append(invalid, fmt.Sprintf("seed %d: %d violations%s", r.Seed, r.Violations, firstCause(string(s))))
+			invalid = append(invalid, fmt.Sprintf("seed %d: %s%s", r.Seed, r.Words(), firstCause(string(s))))
 			fmt.Fprintf(&text, "== seed %d (%s)\n%s\n", r.Seed, r.Dir, s)
 		case r.Verdict != checker.Valid.String():
 			broken = append(broken, fmt.Sprintf("seed %d: verdict %s (%s)", r.Seed, r.Verdict, r.Dir))
@@ -112,19 +113,19 @@ func Headline(res *checker.Result) string {
 		if why == "" {
 			why = v.Description
 		}
-		parts = append(parts, fmt.Sprintf("%d violations; the first at %s: %s", res.ViolationCount, checker.FormatTime(v.OverlapStart), why))
+		parts = append(parts, fmt.Sprintf("%s; the first at %s: %s", checker.Phrase(checker.FindingViolation, res.ViolationCount), checker.FormatTime(v.OverlapStart), why))
 	}
 	if res.TokenRegressionCount > 0 {
-		parts = append(parts, fmt.Sprintf("%d token regressions", res.TokenRegressionCount))
+		parts = append(parts, checker.Phrase(checker.FindingTokenRegression, res.TokenRegressionCount))
 	}
 	if res.EarlyLossCount > 0 && len(res.EarlyLosses) > 0 {
-		parts = append(parts, fmt.Sprintf("%d early lease losses; the first: %s", res.EarlyLossCount, res.EarlyLosses[0].Description))
+		parts = append(parts, fmt.Sprintf("%s; the first: %s", checker.Phrase(checker.FindingEarlyLoss, res.EarlyLossCount), res.EarlyLosses[0].Description))
 	}
 	if res.LateExtendCount > 0 {
-		parts = append(parts, fmt.Sprintf("%d late extends", res.LateExtendCount))
+		parts = append(parts, checker.Phrase(checker.FindingLateExtend, res.LateExtendCount))
 	}
 	if rr := res.Resource; rr != nil && rr.Valid != checker.Valid {
-		parts = append(parts, fmt.Sprintf("data: %d lost updates, %d stale writes accepted", rr.LostUpdates, rr.StaleWriteCount))
+		parts = append(parts, fmt.Sprintf("data: %s, %s accepted", checker.Phrase(checker.FindingLostUpdate, int(rr.LostUpdates)), checker.Phrase(checker.FindingStaleWrite, rr.StaleWriteCount)))
 	}
 	parts = append(parts, res.Errors...)
 	if len(parts) == 0 {
@@ -133,11 +134,16 @@ func Headline(res *checker.Result) string {
 	return strings.Join(parts, "; ")
 }
 
-// WriteJUnit writes the suite to path, counting its failures and errors.
+// WriteJUnit writes the suite to path, counting its failures and errors. A suite without a Time of
+// its own (its wall time) gets the sum of its cases' times, which is its wall time only when they
+// ran one after the other.
 func WriteJUnit(path string, s JUnitSuite) error {
-	s.Tests, s.Failures, s.Errors, s.Time = len(s.Cases), 0, 0, 0
+	s.Tests, s.Failures, s.Errors = len(s.Cases), 0, 0
+	sum := s.Time == 0
 	for _, c := range s.Cases {
-		s.Time += c.Time
+		if sum {
+			s.Time += c.Time
+		}
 		if c.Failure != nil {
 			s.Failures++
 		}

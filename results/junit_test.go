@@ -63,3 +63,62 @@ func TestJUnitCellCase(t *testing.T) {
 		t.Fatal("a valid cell fails")
 	}
 }
+
+// A suite's time is its wall time when it has one (a matrix runs cells side by side), else the sum
+// of its cases; a matrix cell's time is its runs'.
+func TestJUnitSuiteTime(t *testing.T) {
+	read := func(path string) JUnitSuite {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s JUnitSuite
+		if err := xml.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cell := CellCase(&Cell{Lock: "single", Nemesis: "none", Runs: []*CellRun{
+		{Seed: 1, Verdict: "valid", Took: Duration(3 * time.Second)}, {Seed: 2, Verdict: "valid", Took: Duration(4 * time.Second)}}})
+	if cell.Time != 7 {
+		t.Errorf("cell time %v, want 7 (its runs')", cell.Time)
+	}
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := WriteJUnit(path, JUnitSuite{Name: "m", Time: 4.5, Cases: []JUnitCase{cell, cell}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(path).Time; got != 4.5 {
+		t.Errorf("suite time %v, want its own 4.5", got)
+	}
+	if err := WriteJUnit(path, JUnitSuite{Name: "m", Cases: []JUnitCase{cell, cell}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(path).Time; got != 14 {
+		t.Errorf("suite time %v, want the sum 14", got)
+	}
+}
+
+// The matrix card names its measures once: findings, held, acquires ok; never "availability" or a
+// count of violations that reads 0 on a run invalid by something else.
+func TestMatrixCardWords(t *testing.T) {
+	r := &checker.Result{Valid: checker.Invalid, EarlyLossCount: 1, FirstFinding: &checker.FirstFinding{Kind: checker.FindingEarlyLoss, At: 2e9}}
+	r.Stats.HeldShare, r.Stats.AcquiresOKShare = 0.989, 0.016
+	run := NewCellRun(1, "single-clock/1", r)
+	if got := run.Words(); got != "invalid: 1 early lease loss" {
+		t.Errorf("run words %q", got)
+	}
+	card := &Card{Cells: []*Cell{{Lock: "single", Nemesis: "clock", Runs: []*CellRun{run}}}}
+	var b strings.Builder
+	if err := card.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"| findings | first finding | held | acquires ok |", "| 1 early lease loss | 2.000s (early lease loss) | 98.9% | 1.6% |", "seed 1: invalid: 1 early lease loss"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("card lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(strings.ToLower(md), "availability") {
+		t.Errorf("card says availability:\n%s", md)
+	}
+}

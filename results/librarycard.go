@@ -122,9 +122,11 @@ type CardRun struct {
 	Verdict string `json:"verdict,omitempty"`
 	// Unknown says why the checker could not judge, when it could not.
 	Unknown string `json:"unknown,omitempty"`
-	// First is the earliest finding that made the run invalid, nil when there was none.
-	First  *checker.FirstFinding `json:"first,omitempty"`
-	Grants int                   `json:"grants"`
+	// First is the earliest finding that made the run invalid, nil when there was none; Findings
+	// names them all ("1 early lease loss").
+	First    *checker.FirstFinding `json:"first,omitempty"`
+	Findings string                `json:"findings,omitempty"`
+	Grants   int                   `json:"grants"`
 	// Promised is the validity the lock promised its holds (p50, ms); Unbounded the holds with none.
 	Promised  float64 `json:"promised_ms,omitempty"`
 	Unbounded int     `json:"unbounded,omitempty"`
@@ -138,7 +140,7 @@ type CardRun struct {
 // NewCardRun summarises one checked run of a row.
 func NewCardRun(seed uint64, dir string, r *checker.Result, took time.Duration, stoppedEarly bool) *CardRun {
 	return &CardRun{
-		Seed: seed, Verdict: r.Valid.String(), Unknown: r.UnknownReason, First: r.FirstFinding,
+		Seed: seed, Verdict: r.Valid.String(), Unknown: r.UnknownReason, First: r.FirstFinding, Findings: checker.Phrases(r.Tallies()),
 		Grants: r.Stats.Holds, Promised: r.Stats.Promised.P50, Unbounded: r.Stats.Unbounded, Dir: dir,
 		Took: Duration(took), StoppedEarly: stoppedEarly,
 	}

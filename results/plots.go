@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -66,7 +67,11 @@ func writePlots(dir string, res *checker.Result, d *runData) ([]plotImage, error
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, plotImage{File: RatePlotFile, Title: "Attempts and grants per second", Caption: "Acquires invoked per second by outcome (top) and leases granted per second (bottom); fault windows shaded.", PNG: rate})
+	rateCaption := "Acquires invoked per second by outcome (top) and leases granted per second (bottom); fault windows shaded."
+	if _, left := rateSeconds(d.end); left > 0 {
+		rateCaption += fmt.Sprintf(" The run's last %s, too short a bin to rate, is left out.", checker.FormatSpan(left))
+	}
+	out = append(out, plotImage{File: RatePlotFile, Title: "Attempts and grants per second", Caption: rateCaption, PNG: rate})
 	if len(d.offsets) > 0 {
 		clk, err := clockPlot(d, wins)
 		if err != nil {
@@ -101,9 +106,8 @@ func (f faultShade) Plot(c draw.Canvas, p *plot.Plot) {
 	for _, w := range f.wins {
 		x0 := max(trX(w[0]), c.Min.X)
 		x1 := min(trX(w[1]), c.Max.X)
-		if x1 <= x0 {
-			x1 = x0 + 1
-		}
+		// A fault of a few milliseconds is shaded wide enough to be seen.
+		x1 = max(x1, x0+vg.Points(3))
 		c.FillPolygon(colFault, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
 	}
 }
@@ -225,7 +229,7 @@ func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
 	top := newPlot("Acquires invoked per second", "per second", d, wins)
 	bottom := newPlot("Leases granted per second", "per second", d, wins)
 	top.Y.Min, bottom.Y.Min = 0, 0
-	if err := addRateLine(top, "all attempts", total, color.Black); err != nil {
+	if err := addRateLine(top, "all attempts", total, d.end, color.Black); err != nil {
 		return nil, err
 	}
 	for _, g := range []struct {
@@ -234,12 +238,12 @@ func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
 		c    color.Color
 	}{{outFail, "fail (held)", colFail}, {outError, "fail (error)", colError}, {outInfo, "info", colInfo}} {
 		if slices.Max(counts[g.o]) > 0 {
-			if err := addRateLine(top, g.name, counts[g.o], g.c); err != nil {
+			if err := addRateLine(top, g.name, counts[g.o], d.end, g.c); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := addRateLine(bottom, "granted (ok)", counts[outOK], colOK); err != nil {
+	if err := addRateLine(bottom, "granted (ok)", counts[outOK], d.end, colOK); err != nil {
 		return nil, err
 	}
 	img := vgimg.NewWith(vgimg.UseWH(plotW, 2*plotH), vgimg.UseDPI(plotDPI))
@@ -267,18 +271,45 @@ func ratePlot(d *runData, wins [][2]float64) ([]byte, error) {
 // at a fraction of the cost of stroking a segment per second.
 const maxRatePoints = 1200
 
-func addRateLine(p *plot.Plot, name string, perSec []float64, c color.Color) error {
-	span := (len(perSec) + maxRatePoints - 1) / maxRatePoints
-	pts := make(plotter.XYs, 0, len(perSec)/max(span, 1)+1)
-	for i := 0; i < len(perSec); i += span {
-		part := perSec[i:min(i+span, len(perSec))]
-		var sum float64
-		for _, v := range part {
-			sum += v
+// minRateBin is the shortest last bin the rate plot draws: the run's end cuts its last second
+// short, and counts over a few milliseconds scaled to a second are noise, not a rate.
+const minRateBin = 250 * time.Millisecond
+
+// rateSeconds are the widths in seconds of the per-second bins of a run that ended at end (ns):
+// whole seconds, then the covered part of the last, unless it is shorter than minRateBin; left is
+// that part when it is left out.
+func rateSeconds(end int64) (widths []float64, left int64) {
+	for i := int64(0); i*1e9 < end; i++ {
+		w := min(end-i*1e9, 1e9)
+		if w < int64(minRateBin) {
+			return widths, w
 		}
-		pts = append(pts, plotter.XY{X: float64(i) + float64(len(part))/2, Y: sum / float64(len(part))})
+		widths = append(widths, float64(w)/1e9)
 	}
-	l, err := plotter.NewLine(pts)
+	return widths, 0
+}
+
+// ratePoints turns per-second counts into rates: each bin's count over the time it covers, so the
+// last second, cut short by the end of the run, is not drawn as a fall. A run longer than
+// maxRatePoints seconds draws the mean rate over spans of several seconds.
+func ratePoints(perSec []float64, end int64) plotter.XYs {
+	widths, _ := rateSeconds(end)
+	n := min(len(perSec), len(widths))
+	span := max((n+maxRatePoints-1)/maxRatePoints, 1)
+	pts := make(plotter.XYs, 0, n/span+1)
+	for i := 0; i < n; i += span {
+		var sum, covered float64
+		for j := i; j < min(i+span, n); j++ {
+			sum += perSec[j]
+			covered += widths[j]
+		}
+		pts = append(pts, plotter.XY{X: float64(i) + covered/2, Y: sum / covered})
+	}
+	return pts
+}
+
+func addRateLine(p *plot.Plot, name string, perSec []float64, end int64, c color.Color) error {
+	l, err := plotter.NewLine(ratePoints(perSec, end))
 	if err != nil {
 		return fmt.Errorf("rate plot: %w", err)
 	}

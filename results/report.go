@@ -43,9 +43,14 @@ type reportPage struct {
 	VerdictWord string
 	Verdicts    string
 	Meta        []kv
-	Evidence    []kv
-	Findings    []findingView
-	// MoreViolations lists the violations without a timeline of their own.
+	// Why says, under the verdict, why a verdict is unknown.
+	Why      string
+	Evidence []kv
+	// First is the first finding, drawn right after the whole run; Rest are the others, folded
+	// behind RestSummary, with MoreViolations: the violations without a timeline of their own.
+	First          *findingView
+	Rest           []findingView
+	RestSummary    string
 	MoreViolations []string
 	Problems       []string
 	Timeline       template.JS
@@ -125,14 +130,8 @@ func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunIn
 		Notes: slices.Concat(res.Notes, info.Errors), Files: fileLinks(dir, res.Resource != nil), Summary: res.Summary(),
 	}
 	p.Title = fmt.Sprintf("%s under %s: %s", orDash(d.meta.Lock), orDash(d.meta.Nemesis), res.Valid)
-	for _, f := range findings(res, d) {
-		p.Findings = append(p.Findings, findingView{finding: f, SVG: timelineSVG(f)})
-	}
-	for i, v := range res.Violations {
-		if i >= maxViolationTimelines {
-			p.MoreViolations = append(p.MoreViolations, v.Description)
-		}
-	}
+	p.Why = res.UnknownReason
+	p.foldFindings(res, d)
 	p.Problems = problemLines(res, info)
 	for _, o := range res.Overruns {
 		p.Overruns = append(p.Overruns, o.Description)
@@ -149,6 +148,48 @@ func renderReport(buf *bytes.Buffer, dir string, res *checker.Result, info RunIn
 		return fmt.Errorf("write report: %w", err)
 	}
 	return nil
+}
+
+// foldFindings puts the first finding on the first screen and folds the others behind one line
+// that counts them: a run with fifteen violations reads like a run with one until it is opened.
+func (p *reportPage) foldFindings(res *checker.Result, d *runData) {
+	var violations, stale int
+	for i, f := range findings(res, d) {
+		v := findingView{finding: f, SVG: timelineSVG(f)}
+		if i == 0 {
+			p.First = &v
+			continue
+		}
+		p.Rest = append(p.Rest, v)
+		if f.Kind == "violation" {
+			violations++
+		} else {
+			stale++
+		}
+	}
+	for i, v := range res.Violations {
+		if i >= maxViolationTimelines {
+			p.MoreViolations = append(p.MoreViolations, v.Description)
+		}
+	}
+	var parts []string
+	if n := violations + len(p.MoreViolations); n > 0 {
+		parts = append(parts, plural(n, "more violation", "more violations"))
+	}
+	if stale > 0 {
+		parts = append(parts, plural(stale, "more stale write", "more stale writes"))
+	}
+	p.RestSummary = strings.Join(parts, " and ")
+	if len(p.MoreViolations) > 0 {
+		p.RestSummary += fmt.Sprintf(" (%d drawn, %d listed)", violations+stale, len(p.MoreViolations))
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func metaRows(m runMeta, info RunInfo, res *checker.Result) []kv {
@@ -225,7 +266,8 @@ func evidenceRows(res *checker.Result) []kv {
 		kv{Key: "ok acquires per key", Value: orDash(strings.Join(perKey, ", "))},
 		kv{Key: "acquires", Value: fmt.Sprintf("%d ok, %d refused because held, %d failed with an error, %d timed out, %d pending",
 			s.Acquires.OK, s.Acquires.Held, s.Acquires.Fail-s.Acquires.Held, s.Acquires.Info, s.Acquires.Pending)},
-		kv{Key: "availability", Value: fmt.Sprintf("held %.1f%% of the time, %.2f grants/s, error share %.1f%%", 100*s.HeldShare, s.GrantsPerSecond, 100*s.ErrorShare)},
+		kv{Key: "held", Value: fmt.Sprintf("%.1f%% of the time, %.2f grants/s", 100*s.HeldShare, s.GrantsPerSecond)},
+		kv{Key: "acquires ok", Value: fmt.Sprintf("%.1f%% of acquires granted, error share %.1f%%", 100*s.AcquiresOKShare, 100*s.ErrorShare)},
 		kv{Key: "ok inside faults", Value: fmt.Sprintf("%d (%d asked and granted while a fault was surely in effect)", s.OKInFaults, s.OKWhollyInFaults)},
 		kv{Key: "decided by", Value: fmt.Sprintf("%s (porcupine %s on %d segments), checked in %s", res.DecidedBy, res.Porcupine, res.Segments, res.CheckDuration.Round(time.Millisecond))})
 	return rows

@@ -20,14 +20,28 @@ const ms = int64(time.Millisecond)
 // synth builds a history the way the harness records one: clients slots take turns holding the
 // lock (one slice of 100ms each), the others try and fail meanwhile. With violation set, a restart
 // of n1 at 6.36s lets slot 4 in while slot 3 still holds: two holds overlap on [6.41s, 6.45s].
+// With violations past one, each further one comes 0.8s after the one before, let in by a restart
+// of half a millisecond: a fault window a pixel wide, with its kill and start 0.3ms apart.
 type synth struct {
 	clients  int
 	duration int64
 	// retire makes every slot's process id move on by clients after each of its holds, as an
 	// indeterminate result does in workloads/client.go.
-	retire    bool
-	violation bool
-	events    []history.Event
+	retire     bool
+	violation  bool
+	violations int
+	events     []history.Event
+}
+
+// violationAt reports whether slice n's holder holds into the next slice, and whether it is the
+// holder let in while the one before still holds.
+func (s *synth) violationAt(n int) (overrun, early bool) {
+	count := s.violations
+	if s.violation {
+		count = max(count, 1)
+	}
+	in := func(n int) bool { return n >= 63 && (n-63)%8 == 0 && (n-63)/8 < count }
+	return in(n), in(n - 1)
 }
 
 func (s *synth) add(e history.Event) { s.events = append(s.events, e) }
@@ -51,10 +65,16 @@ func (s *synth) build() []history.Event {
 				continue
 			}
 			acq, rel := start+ms/10, start+80*ms
-			if s.violation && n == 63 {
+			overrun, early := s.violationAt(n)
+			if overrun {
 				rel = start + 150*ms // slot 3 holds past the restart, into slot 4's slice
+				if n > 63 {
+					// 155ms: its release is then between its attempts in the next slice.
+					rel = start + 155*ms
+					s.restart(start+60*ms, ms/5, ms/2)
+				}
 			}
-			if s.violation && n == 64 {
+			if early {
 				acq = start + 10*ms
 			}
 			value := "v" + string(rune('a'+n%26)) + string(rune('a'+n/26%26))
@@ -67,20 +87,26 @@ func (s *synth) build() []history.Event {
 			}
 		}
 	}
-	if s.violation {
-		nem := func(t int64, typ history.Type, f, effect string) {
-			s.add(history.Event{Time: t, Type: typ, Process: history.NemesisProcess, F: f, Nodes: []string{"n1"}, Fault: "restart", Effect: effect})
-		}
-		nem(6360*ms, history.Invoke, "kill", history.EffectFault)
-		nem(6365*ms, history.Info, "kill", history.EffectFault)
-		nem(6366*ms, history.Invoke, "start", history.EffectHeal)
-		nem(6400*ms, history.Info, "start", history.EffectHeal)
+	if s.violation || s.violations > 0 {
+		s.restart(6360*ms, 5*ms, 40*ms)
 	}
 	sort.SliceStable(s.events, func(i, j int) bool { return s.events[i].Time < s.events[j].Time })
 	for i := range s.events {
 		s.events[i].Index = int64(i)
 	}
 	return s.events
+}
+
+// restart kills n1 at t, and starts it again when the kill completes (after kill), the start
+// completing at t+window.
+func (s *synth) restart(t, kill, window int64) {
+	nem := func(t int64, typ history.Type, f, effect string) {
+		s.add(history.Event{Time: t, Type: typ, Process: history.NemesisProcess, F: f, Nodes: []string{"n1"}, Fault: "restart", Effect: effect})
+	}
+	nem(t, history.Invoke, "kill", history.EffectFault)
+	nem(t+kill, history.Info, "kill", history.EffectFault)
+	nem(t+kill+min(ms, (window-kill)/2), history.Invoke, "start", history.EffectHeal)
+	nem(t+window, history.Info, "start", history.EffectHeal)
 }
 
 // writeRun stores a synthetic run in a new run directory and checks it, as harness.Check does.
@@ -244,8 +270,42 @@ func TestLostUpdatesLocated(t *testing.T) {
 // A run in which no acquire completed (its clients never got to work) still gets its report: the
 // latency plot's log axis has nothing to span, and must not fail the run that was checked.
 func TestReportOfARunWithoutAcquires(t *testing.T) {
-	dir, _ := writeRun(t, &synth{clients: 3, duration: 0}, map[string]any{"lock": "py-tooz"})
+	dir, res := writeRun(t, &synth{clients: 3, duration: 0}, map[string]any{"lock": "py-tooz"})
 	if _, err := os.Stat(filepath.Join(dir, LatencyPlotFile)); err != nil {
 		t.Fatalf("no latency plot: %v", err)
+	}
+	// Its verdict is unknown, and the page says why under the verdict, not only in the evidence.
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Valid != checker.Unknown || !strings.Contains(string(b), `<div class="why">`+htmlText(res.UnknownReason)+`</div>`) {
+		t.Errorf("verdict %s: the header should give the reason it is unknown, %q", res.Valid, res.UnknownReason)
+	}
+}
+
+// The page leads with the whole run, then the first violation; the others are folded behind one
+// line that counts them, and the evidence comes after the plots. (The browser test measures where
+// they land; this holds where no Chromium is.)
+func TestReportOrder(t *testing.T) {
+	dir, res := writeRun(t, &synth{clients: 10, duration: 10000 * ms, violations: 3}, config(10))
+	if res.ViolationCount != 3 {
+		t.Fatalf("the synthetic history should hold 3 violations, got %d", res.ViolationCount)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, last := string(b), -1
+	for _, want := range []string{`id="whole-run"`, `id="violation-1"`, `<details class="rest"`, "<summary>2 more violations</summary>",
+		`id="violation-2"`, `id="violation-3"`, `</details>`, `class="plots"`, `class="evidence"`} {
+		i := strings.Index(page, want)
+		if i < 0 {
+			t.Fatalf("report.html lacks %s", want)
+		}
+		if i < last {
+			t.Errorf("%s comes before what should precede it", want)
+		}
+		last = i
 	}
 }

@@ -18,8 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
@@ -128,50 +131,81 @@ func Write(dir string, res *checker.Result, info RunInfo) error {
 	return writeResults(dir, res, info, func() error { return WriteReport(dir, res, info) })
 }
 
+// writeResults writes the record, then the files derived from it; it stops at the first failure.
 func writeResults(dir string, res *checker.Result, info RunInfo, report func() error) error {
-	if err := WriteJSON(dir, ResultsFile, Document{Result: res, Run: info}); err != nil {
+	if err := writeRecord(dir, res, info); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, SummaryFile), []byte(Summary(res, info))); err != nil {
-		return err
-	}
-	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
-		return fmt.Errorf("write visualization: %w", err)
-	}
-	if err := report(); err != nil {
-		return err
-	}
-	if res.Resource == nil {
-		return nil
-	}
-	if err := writeAtomic(filepath.Join(dir, ResourceVisualizationFile), res.Resource.Visualize); err != nil {
-		return fmt.Errorf("write resource visualization: %w", err)
-	}
-	return nil
+	return errors.Join(writeDerived(dir, res, info, report)...)
 }
 
-// Summary is summary.txt: the checker's summary with what the harness saw of the run.
-func Summary(res *checker.Result, info RunInfo) string {
-	summary := res.Summary()
-	if l := info.Library; l != nil {
-		summary = "library: " + l.String() + "\n" + summary
-		for _, n := range l.Notes {
-			summary += "library note: " + n + "\n"
+// writeRecord writes results.json, the record of the verdict that every other file is derived from.
+func writeRecord(dir string, res *checker.Result, info RunInfo) error {
+	return WriteJSON(dir, ResultsFile, Document{Result: res, Run: info})
+}
+
+// writeDerived writes summary.txt, the visualizations and the report. Each is tried even when one
+// before it failed (a report too large for what is left on the disk says nothing of the summary),
+// and every failure is returned.
+func writeDerived(dir string, res *checker.Result, info RunInfo, report func() error) []error {
+	var errs []error
+	try := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
+	try(WriteFileAtomic(filepath.Join(dir, SummaryFile), []byte(Summary(res, info))))
+	if err := writeAtomic(filepath.Join(dir, VisualizationFile), res.Visualize); err != nil {
+		try(fmt.Errorf("write visualization: %w", err))
+	}
+	try(report())
+	if res.Resource != nil {
+		if err := writeAtomic(filepath.Join(dir, ResourceVisualizationFile), res.Resource.Visualize); err != nil {
+			try(fmt.Errorf("write resource visualization: %w", err))
+		}
+	}
+	return errs
+}
+
+// WriteFix names what to do about a file of the store that could not be written, for the warning
+// that follows a verdict already said.
+func WriteFix(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "free space under the store or choose another --store"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return "make the store writable or choose another --store"
+	}
+	return "choose another --store"
+}
+
+// Summary is summary.txt: the checker's summary with what the harness saw of the run. Its first
+// lines are the verdict and the first finding, as the terminal showed them.
+func Summary(res *checker.Result, info RunInfo) string {
+	verdict := res.VerdictLines()
+	rest := strings.TrimPrefix(res.Summary(), verdict)
+	var b strings.Builder
+	b.WriteString(verdict)
 	switch {
 	case info.Stopped != "":
-		summary = "The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n" + summary
+		b.WriteString("The run was cut short (" + info.Stopped + "); this verdict covers the history recorded until then.\n")
 	case info.Interrupted:
-		summary = "The run was interrupted; this verdict covers the history recorded until then.\n" + summary
+		b.WriteString("The run was interrupted; this verdict covers the history recorded until then.\n")
 	}
+	if l := info.Library; l != nil {
+		b.WriteString("library: " + l.String() + "\n")
+		for _, n := range l.Notes {
+			b.WriteString("library note: " + n + "\n")
+		}
+	}
+	b.WriteString(rest)
 	for _, e := range info.Errors {
-		summary += "run error: " + e + "\n"
+		b.WriteString("run error: " + e + "\n")
 	}
 	for _, w := range info.Warnings {
-		summary += "warning: " + w + "\n"
+		b.WriteString("warning: " + w + "\n")
 	}
-	return summary
+	return b.String()
 }
 
 // writeAtomic streams a report into path through an AtomicFile.

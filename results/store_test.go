@@ -1,9 +1,12 @@
 package results
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -77,5 +80,22 @@ func TestWriteFileAtomicReplacesWholeFiles(t *testing.T) {
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o644 {
 		t.Fatalf("mode %v, want 0644", fi.Mode().Perm())
+	}
+}
+
+// A file that cannot be written after the verdict names the fix for its cause.
+func TestWriteFixNamesTheFix(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}, "free space under the store or choose another --store"},
+		{fmt.Errorf("write summary.txt: %w", &os.PathError{Op: "open", Path: "x", Err: syscall.EACCES}), "make the store writable or choose another --store"},
+		{&os.PathError{Op: "open", Path: "x", Err: syscall.EROFS}, "make the store writable or choose another --store"},
+		{errors.New("write report: something else"), "choose another --store"},
+	} {
+		if got := WriteFix(c.err); got != c.want {
+			t.Errorf("%v: fix %q, want %q", c.err, got, c.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/lockpick-dev/lockpick/checker"
@@ -81,7 +82,8 @@ func us(ns int64) int64 { return ns / 1000 }
 // timelineData encodes the run for the page.
 func timelineData(res *checker.Result, d *runData) tlData {
 	t := tlData{End: us(d.end), Clients: d.clients, Slots: make([]tlSlot, d.clients), Notes: []string{}}
-	for _, n := range d.nodes {
+	// Node lanes in the order people count them (n1 above n2), as a finding's node lanes are.
+	for _, n := range slices.SortedFunc(slices.Values(d.nodes), naturalLess) {
 		node := tlNode{Name: n}
 		for _, p := range d.offsets[n] {
 			node.Offsets = append(node.Offsets, [3]int64{us(p.t), p.offset, b2i(p.measured)})

@@ -8,6 +8,8 @@
 # just before the kill), so the violation follows from the fault, not from luck. Holds last up to
 # 1.8s (--hold-max) of the 4s lease, and a fault comes about every 2s: on a loaded machine a restart
 # takes up to a second, and the holder must still be working when its nodes are back, empty.
+# After the faults, 9s without any (--recovery): the lease expiry (4s) twice and a second, so the
+# checker can judge liveness too (a shorter recovery leaves it unjudged).
 # Exit 0 only when the contrast showed: restart INVALID and delayed restart valid.
 #
 # Usage: scripts/demo.sh [BIN [STORE]]; TIME_LIMIT (default 20s) and SEED (default 1) change the runs.
@@ -24,7 +26,7 @@ verdict() { case $1 in 0) echo valid;; 1) echo INVALID;; 2) echo unknown;; *) ec
 # run NAME NEMESIS: one run, its output kept for the end; prints its verdict and time as it goes.
 run() {
 	local began=$SECONDS
-	"$bin" run --lock redlock --nemesis "$2" --ttl 4s --hold-max 1800ms --interval 2s --time-limit "$limit" --seed "$seed" \
+	"$bin" run --lock redlock --nemesis "$2" --ttl 4s --hold-max 1800ms --interval 2s --time-limit "$limit" --recovery 9s --seed "$seed" \
 		--store "$store" --name "$1" >"$out/$1.txt" 2>&1 </dev/null
 	local code=$?
 	echo "  $2: $(verdict $code) ($((SECONDS - began)) s)" >&2

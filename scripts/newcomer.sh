@@ -2,7 +2,7 @@
 # The newcomer's path, run by `make test` after the Go tests (and alone by `make newcomer`): in a
 # fresh clone of the committed HEAD, with every default, what the README tells a newcomer to type:
 #   make build; bin/lockpick run; bin/lockpick check store/latest; an etcd run; one scenario target;
-#   the demo.
+#   a card; the demo; every command the docs mark runnable (scripts/docs-commands.py).
 # The test suite uses absolute temporary paths everywhere; this is what runs what a user types, so
 # that a broken first run never lands again. It fails loudly on a crash (exit 255 or a signal) and on
 # any exit code other than the one the step must give.
@@ -91,9 +91,13 @@ step 0 card bin/lockpick card --client-cmd "/usr/bin/python3 clients/python/redi
 # The demo, short: restart without persistence INVALID, delayed restart valid.
 step 0 demo env TIME_LIMIT=15s make demo || true
 
+# Every command the docs mark runnable, as typed (scripts/docs-commands.py; alone: make
+# docs-commands, which clones and builds for itself): here in this clone, already built.
+step 0 docs /usr/bin/python3 scripts/docs-commands.py --here || true
+
 echo
 if [ "$failed" -ne 0 ]; then
 	echo "newcomer: FAILED: a newcomer's first commands do not work (see the !!!!!!!! lines above)" >&2
 	exit 1
 fi
-echo "newcomer: ok: build, run, check, an etcd run, a scenario target, a card and the demo work in a fresh clone with every default"
+echo "newcomer: ok: build, run, check, an etcd run, a scenario target, a card, the demo and the docs' runnable commands work in a fresh clone with every default"

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -22,13 +21,13 @@ func TestDockerMasters(t *testing.T) {
 	}
 	defer eng.Close()
 	// The user cache, not a temporary directory: the shim's path is part of the node image's hash.
-	shim, err := clusters.FindClockShim(ctx, "", "")
+	shim, err := FindClockShim(ctx, "", "")
 	if err != nil {
 		t.Skipf("skipping the docker backend's test: %v", err)
 	}
 	dir := t.TempDir()
 	sys, err := Start(ctx, "redis-masters", Config{
-		Dir: dir, Groups: []string{"c1"}, Nodes: 2, Persistence: clusters.PersistAOFAlways, ClockShim: shim,
+		Dir: dir, Groups: []string{"c1"}, Nodes: 2, Persistence: PersistAOFAlways, ClockShim: shim,
 		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -38,7 +37,7 @@ func TestDockerMasters(t *testing.T) {
 	defer sys.Close()
 	b := sys.Backend()
 	n1 := sys.Nodes()[0]
-	admin := clusters.AdminClient(n1.Addr)
+	admin := AdminClient(n1.Addr)
 	defer admin.Close()
 	if err := admin.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 )
 
@@ -43,45 +42,24 @@ func cutRules(mode, gw string) [][]string {
 
 // CutNetwork implements nemesis.NetCutter.
 func (b *docker) CutNetwork(ctx context.Context, node, mode string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	if n.cut != "" {
-		return fmt.Errorf("node %s is already cut", node)
-	}
-	n.cut = mode
-	return b.iptables(ctx, n, "-A", mode)
+	return b.cutNetwork(ctx, node, mode, b.iptables)
 }
 
 // HealNetwork implements nemesis.NetCutter.
 func (b *docker) HealNetwork(ctx context.Context, node string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	mode := n.cut
-	n.cut = ""
-	if mode == "" {
-		return nil
-	}
-	return b.iptables(ctx, n, "-D", mode)
+	return b.healNetwork(ctx, node, b.iptables)
 }
 
 // iptables adds (-A) or deletes (-D) a cut's rules in the node's network namespace.
-func (b *docker) iptables(ctx context.Context, n *dockerNode, op, mode string) error {
-	pid := b.session.Pid(ctx, n.name)
+func (b *docker) iptables(ctx context.Context, n *tableNode, op, mode string) error {
+	pid := b.session.Pid(ctx, n.spec.name)
 	if pid == 0 {
-		return fmt.Errorf("node %s: its container does not run", n.name)
+		return fmt.Errorf("node %s: its container does not run", n.spec.name)
 	}
 	for _, r := range cutRules(mode, b.session.Gateway().String()) {
 		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", "-w", op}, r...)
 		if out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("node %s: nsenter %v: %w: %s", n.name, args, err, bytes.TrimSpace(out))
+			return fmt.Errorf("node %s: nsenter %v: %w: %s", n.spec.name, args, err, bytes.TrimSpace(out))
 		}
 	}
 	return nil
@@ -89,18 +67,3 @@ func (b *docker) iptables(ctx context.Context, n *dockerNode, op, mode string) e
 
 // readyLine is what redis-server logs once it accepts connections.
 const readyLine = "Ready to accept connections"
-
-// loggedReady reports whether the node's log, past from, says it accepts connections.
-func loggedReady(dir string, from int64) bool {
-	data, err := os.ReadFile(filepath.Join(dir, "redis.log"))
-	return err == nil && int64(len(data)) > from && bytes.Contains(data[from:], []byte(readyLine))
-}
-
-// logSize is the size of the node's log now.
-func logSize(dir string) int64 {
-	st, err := os.Stat(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}

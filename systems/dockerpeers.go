@@ -5,16 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-
-	"github.com/lockpick-dev/lockpick/clusters"
-	"github.com/lockpick-dev/lockpick/containers"
 )
 
 // PeerCutter cuts the paths between servers where they run: on the docker backend servers talk to
@@ -42,103 +36,6 @@ type dockerPeer struct {
 	// slows are the slowdowns of the paths from the node to others (callee -> its queue), on the
 	// local Engine only (dockerslow.go).
 	slows map[string]*peerSlow
-}
-
-// dockerSpec is a node of a system whose servers talk to each other, in a container of its own.
-type dockerSpec struct {
-	name, dir, image string
-	// idle is the container's own process, which lives as long as the container.
-	idle []string
-	// cmd is the server; wipedCmd, when set, replaces it on a start without data after the first.
-	cmd, wipedCmd []string
-	// port is where clients reach the server; peerPort where other servers call it.
-	port, peerPort int
-	data           []string
-	ready          func(ctx context.Context) error
-	// readyLog is what the node logs once it serves.
-	readyLog logLine
-	// shim, when false, keeps the clock shim out of the node (a Go program reads no libc clock).
-	shim bool
-}
-
-// addNode creates the container of a node (not started); the node's address is its container's.
-func (b *docker) addNode(ctx context.Context, sp dockerSpec) (*dockerNode, error) {
-	if err := os.MkdirAll(sp.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("node %s: %w", sp.name, err)
-	}
-	var env []string
-	if sp.shim && b.shim != "" {
-		if err := initClockFile(clockFile(sp.dir)); err != nil {
-			return nil, fmt.Errorf("node %s: %w", sp.name, err)
-		}
-		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(sp.dir)}
-	}
-	ip, err := b.session.Create(ctx, sp.name, containers.Spec{Image: sp.image, Cmd: sp.idle, Dir: sp.dir})
-	if err != nil {
-		return nil, err
-	}
-	n := &dockerNode{name: sp.name, dir: sp.dir, addr: net.JoinHostPort(ip.String(), strconv.Itoa(sp.port)),
-		cmd: sp.cmd, wipedCmd: sp.wipedCmd, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
-		peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}, slows: map[string]*peerSlow{}}}
-	b.mu.Lock()
-	b.nodes[sp.name] = n
-	b.mu.Unlock()
-	return n, nil
-}
-
-// startContainers starts the nodes' containers together (each takes the Engine a second or more on
-// a loaded machine), not the nodes.
-func (b *docker) startContainers(ctx context.Context, names []string) error {
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = b.session.Start(ctx, name) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// isReady answers nil once the node serves: its own check, or a redis PING, or (as a node cut off
-// the network cannot be asked) its log past mark saying it accepts connections.
-func (b *docker) isReady(ctx context.Context, n *dockerNode, mark int64) error {
-	if n.ready != nil {
-		err := n.ready(ctx)
-		if err != nil && n.readyLog.file != "" {
-			n.op.Lock()
-			cut := n.cut != ""
-			n.op.Unlock()
-			if cut && logHas(filepath.Join(n.dir, n.readyLog.file), n.readyLog.text, mark) {
-				return nil
-			}
-		}
-		return err
-	}
-	err := clusters.PingOnce(ctx, n.addr)
-	if err == nil || loggedReady(n.dir, mark) {
-		return nil
-	}
-	return err
-}
-
-// logLine is a line a node writes to its log file (in its directory) once it serves.
-type logLine struct{ file, text string }
-
-// logSize is the size of the log the node's start reads, now.
-func (n *dockerNode) logSize() int64 {
-	if n.readyLog.file == "" {
-		return logSize(n.dir)
-	}
-	st, err := os.Stat(filepath.Join(n.dir, n.readyLog.file))
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
-// logHas reports whether the file, past from, holds text.
-func logHas(path, text string, from int64) bool {
-	data, err := os.ReadFile(path)
-	return err == nil && int64(len(data)) > from && bytes.Contains(data[from:], []byte(text))
 }
 
 // peerRules are the iptables rules (without -A/-D), in the caller's namespace, that cut its
@@ -185,15 +82,6 @@ func (b *docker) HealPeer(ctx context.Context, from, to string) error {
 	return f.peer.heal(&f.op, from, to, t.peer, func(op string, rules [][]string) error {
 		return b.nsIptables(ctx, from, op, rules)
 	})
-}
-
-func (b *docker) nodePair(from, to string) (*dockerNode, *dockerNode, error) {
-	f, err := b.node(from)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := b.node(to)
-	return f, t, err
 }
 
 // cut is CutPeer of both docker backends, on p, the caller's side, under its node's op: it checks

@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -337,7 +336,7 @@ func TestDockerSentinelClock(t *testing.T) { testDockerSentinelClock(t, dockerEn
 func TestDockerRemoteSentinelClock(t *testing.T) { testDockerSentinelClock(t, remoteEngine(t)) }
 
 func testDockerSentinelClock(t *testing.T, eng *containers.Engine) {
-	shim, err := clusters.FindClockShim(context.Background(), "", "")
+	shim, err := FindClockShim(context.Background(), "", "")
 	if err != nil {
 		t.Skipf("skipping: %v", err)
 	}

@@ -1,10 +1,8 @@
 package systems
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -38,13 +35,10 @@ import (
 //   - a cut, of the node from clients or of its paths to other servers, is iptables in the holder,
 //     in the node's network namespace.
 
-// remoteSystems are the systems the docker backend runs on a remote Engine.
-var remoteSystems = []string{"redis-masters", "redis-sentinel", "etcd"}
-
-// CheckRemote checks that the named system runs on a remote Engine.
+// CheckRemote checks that the named system runs on a remote Engine: every topology does.
 func CheckRemote(system string) error {
-	if !slices.Contains(remoteSystems, system) {
-		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, remoteSystems)
+	if !slices.Contains(Names(), system) {
+		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, Names())
 	}
 	return nil
 }
@@ -59,87 +53,6 @@ var remoteTools = []string{"sh", "rm"}
 
 // xtablesExtensions are the iptables modules the cuts use (the standard target, TCP and REJECT).
 var xtablesExtensions = []string{"libxt_standard.so", "libxt_tcp.so", "libipt_REJECT.so", "libxt_NFQUEUE.so"}
-
-// remoteNode is one node of a remote docker backend.
-type remoteNode struct {
-	name, dir, addr string
-	cmd, env        []string
-	running, paused bool
-	// down: the node's container was killed (a node killed while paused) and must start first.
-	down bool
-	ex   containers.ExecID
-	cut  string
-	// started: the node ran once (a start without data then takes wipedCmd, when set).
-	started bool
-	// wipedCmd, data, ready and readyLog are as dockerNode's; peer is how other servers reach the
-	// node (its holder's address on the run's network), and the cuts of its paths to them.
-	wipedCmd []string
-	data     []string
-	ready    func(ctx context.Context) error
-	readyLog logLine
-	port     int
-	peer     dockerPeer
-	op       sync.Mutex
-	// shells are kept open in the node's container ([0]) and its holder ([1]): a kill or a clock
-	// move is then a write on an open connection, not an exec of its own.
-	shells [2]*containers.Shell
-}
-
-// In which container of the pod a script runs.
-const (
-	inNode = iota
-	inHolder
-)
-
-// sh runs script in the node's container or its holder, through the shell kept open there (opened
-// when there is none, or the last one ended with its container).
-func (b *dockerRemote) sh(ctx context.Context, n *remoteNode, where int, script string) (string, error) {
-	b.mu.Lock()
-	sh := n.shells[where]
-	b.mu.Unlock()
-	if sh == nil || sh.Dead() {
-		open := b.session.OpenShell
-		if where == inHolder {
-			open = b.session.OpenNetShell
-		}
-		var err error
-		if sh, err = open(ctx, n.name, b.tools["sh"]); err != nil {
-			return "", err
-		}
-		b.mu.Lock()
-		n.shells[where] = sh
-		b.mu.Unlock()
-	}
-	return sh.Run(ctx, script)
-}
-
-// closeShell ends the shell kept in the node's container (its container is going).
-func (b *dockerRemote) closeShell(n *remoteNode) {
-	b.mu.Lock()
-	sh := n.shells[inNode]
-	n.shells[inNode] = nil
-	b.mu.Unlock()
-	if sh != nil {
-		sh.Close()
-	}
-}
-
-// dockerRemote runs nodes (redis-server, sentinels, etcd members) in pods on a remote Engine.
-type dockerRemote struct {
-	session *containers.Session
-	shim    string
-	persist clusters.Persistence
-	log     *slog.Logger
-	host    string
-	// tools are the paths of sh, rm, iptables and lockpick (the queue reader) in the node image.
-	tools map[string]string
-
-	mu    sync.Mutex
-	nodes map[string]*remoteNode
-
-	// queues number the paths slowed in the run (under a lock of their own).
-	queues queueNums
-}
 
 // remoteImageFiles are the host files of a remote node image: the servers, the shim, the tools, the
 // iptables modules, which iptables opens itself (ldd does not list them), and lockpick's own binary,
@@ -185,8 +98,8 @@ func xtablesDir() (string, error) {
 }
 
 // newRemote builds the image of bins (and the shim, the tools) and opens the run's session on a
-// remote Engine; nodes are added with addPod.
-func newRemote(ctx context.Context, cfg Config, bins []string, shim string, persist clusters.Persistence) (*dockerRemote, string, error) {
+// remote Engine; nodes are added with add.
+func newRemote(ctx context.Context, cfg Config, bins []string, shim string, persist Persistence) (*dockerRemote, string, error) {
 	files, tools, err := remoteImageFiles(bins, shim)
 	if err != nil {
 		return nil, "", err
@@ -205,109 +118,124 @@ func newRemote(ctx context.Context, cfg Config, bins []string, shim string, pers
 	if err != nil {
 		return nil, "", err
 	}
-	return &dockerRemote{session: s, shim: shim, persist: persist, log: cfg.Logger,
-		host: host, tools: tools, nodes: map[string]*remoteNode{}}, image, nil
+	b := &dockerRemote{session: s, shim: shim, log: cfg.Logger, host: host, tools: tools}
+	b.table = newTable(b, shim, persist, cfg.Logger)
+	return b, image, nil
 }
 
-// startMastersRemote runs redis-masters in pods on a remote Engine.
-func startMastersRemote(ctx context.Context, cfg Config, dir string) (_ System, err error) {
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
-	if err != nil {
-		return nil, err
-	}
-	b, image, err := newRemote(ctx, cfg, []string{bin}, cfg.ClockShim, persistence(cfg.Persistence))
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			b.Close()
+// dockerRemote runs nodes (redis-server, sentinels, etcd members) in pods on a remote Engine, on
+// the node table.
+type dockerRemote struct {
+	*table
+	session *containers.Session
+	shim    string
+	log     *slog.Logger
+	host    string
+	// tools are the paths of sh, rm, iptables and lockpick (the queue reader) in the node image.
+	tools map[string]string
+
+	// queues number the paths slowed in the run (under a lock of their own).
+	queues queueNums
+}
+
+// remoteHost is a node's pod on a remote Engine.
+type remoteHost struct {
+	b  *dockerRemote
+	sp nodeSpec
+	// env is the clock shim's environment, when the node runs with it.
+	env []string
+	// down: the node's container was killed (a node killed while paused) and must start first.
+	down bool
+	// shells are kept open in the node's container ([0]) and its holder ([1]): a kill or a clock
+	// move is then a write on an open connection, not an exec of its own.
+	mu     sync.Mutex
+	shells [2]*containers.Shell
+}
+
+// In which container of the pod a script runs.
+const (
+	inNode = iota
+	inHolder
+)
+
+// remoteHostOf is the pod of a node of the remote backend.
+func remoteHostOf(n *tableNode) *remoteHost { return n.host.(*remoteHost) }
+
+// sh runs script in the node's container or its holder.
+func (b *dockerRemote) sh(ctx context.Context, n *tableNode, where int, script string) (string, error) {
+	return remoteHostOf(n).sh(ctx, where, script)
+}
+
+// sh runs script in the node's container or its holder, through the shell kept open there (opened
+// when there is none, or the last one ended with its container).
+func (h *remoteHost) sh(ctx context.Context, where int, script string) (string, error) {
+	h.mu.Lock()
+	sh := h.shells[where]
+	h.mu.Unlock()
+	if sh == nil || sh.Dead() {
+		open := h.b.session.OpenShell
+		if where == inHolder {
+			open = h.b.session.OpenNetShell
 		}
-	}()
-	names := make([]string, cfg.Nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, names[i])
-		if _, err := b.addPod(ctx, dockerSpec{name: names[i], dir: nd, image: image, idle: redisIdle(bin), port: redisPort,
-			cmd:  append([]string{bin}, clusters.RedisArgs("0.0.0.0", redisPort, nd, b.persist)...),
-			data: []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}, shim: true}); err != nil {
-			return nil, err
+		var err error
+		if sh, err = open(ctx, h.sp.name, h.b.tools["sh"]); err != nil {
+			return "", err
+		}
+		h.mu.Lock()
+		h.shells[where] = sh
+		h.mu.Unlock()
+	}
+	return sh.Run(ctx, script)
+}
+
+// closeShells ends the shells kept in the node's container, and in its holder with all.
+func (h *remoteHost) closeShells(all bool) {
+	h.mu.Lock()
+	shells := []*containers.Shell{h.shells[inNode]}
+	h.shells[inNode] = nil
+	if all {
+		shells = append(shells, h.shells[inHolder])
+		h.shells[inHolder] = nil
+	}
+	h.mu.Unlock()
+	for _, sh := range shells {
+		if sh != nil {
+			sh.Close()
 		}
 	}
-	if err := b.startPods(ctx, names); err != nil {
-		return nil, fmt.Errorf("start redis-masters on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
-	}
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = b.Start(ctx, name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("start redis-masters on the Docker Engine at %s: %w", cfg.Docker.Engine.Host(), err)
-	}
-	nodes := make([]Node, len(names))
-	for i, name := range names {
-		n, _ := b.node(name)
-		nodes[i] = Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true}
-	}
-	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
 }
 
-// redisIdle is the main process of a redis node's containers: a redis-server that stores nothing
-// and listens on no TCP port.
-func redisIdle(bin string) []string {
-	return []string{bin, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
-}
-
-// addPod creates the pod of a node (not started) and returns its address on the run's network,
-// where other servers call it. sp.dir is the node's directory in the run's store on this host,
-// and the same path in its container; sp.port is published on the Engine host.
-func (b *dockerRemote) addPod(ctx context.Context, sp dockerSpec) (string, error) {
+// newHost implements runner: the node's pod (not started), called by other servers at its holder's
+// address on the run's network. sp.dir is the node's directory in the run's store on this host,
+// and the same path in its container; sp.port is published on the Engine host (startPods).
+func (b *dockerRemote) newHost(ctx context.Context, sp nodeSpec) (host, place, error) {
 	if err := os.MkdirAll(sp.dir, 0o755); err != nil {
-		return "", fmt.Errorf("node %s: %w", sp.name, err)
+		return nil, place{}, fmt.Errorf("node %s: %w", sp.name, err)
 	}
-	var env []string
+	h := &remoteHost{b: b, sp: sp}
 	if sp.shim && b.shim != "" {
-		env = []string{"LD_PRELOAD=" + b.shim, clusters.ClockFileEnv + "=" + clockFile(remoteClockDir)}
+		h.env = []string{"LD_PRELOAD=" + b.shim, ClockFileEnv + "=" + ClockFile(remoteClockDir)}
 	}
 	ip, err := b.session.CreatePod(ctx, sp.name, containers.PodSpec{
 		Image: sp.image, Idle: sp.idle, Port: sp.port, PublishHost: b.host, Dir: sp.dir, ClockDir: remoteClockDir,
-		ClockFile: filepath.Base(clockFile(remoteClockDir)),
+		ClockFile: filepath.Base(ClockFile(remoteClockDir)),
 	})
 	if err != nil {
-		return "", err
+		return nil, place{}, err
 	}
-	n := &remoteNode{name: sp.name, dir: sp.dir, env: env, data: sp.data, ready: sp.ready, readyLog: sp.readyLog,
-		port: sp.port, peer: dockerPeer{ip: ip.String(), port: sp.peerPort, cuts: map[string]string{}, slows: map[string]*peerSlow{}}}
-	n.setCmd(b.tools["sh"], sp.cmd, sp.wipedCmd)
-	b.mu.Lock()
-	b.nodes[sp.name] = n
-	b.mu.Unlock()
-	return net.JoinHostPort(ip.String(), strconv.Itoa(sp.port)), nil
+	return h, place{peerIP: ip.String()}, nil
 }
 
-// setCmd sets the node's command lines: each records its pid in the container before it becomes
-// the server (exec keeps the pid).
-func (n *remoteNode) setCmd(sh string, cmd, wiped []string) {
-	wrap := func(c []string) []string {
-		if c == nil {
-			return nil
-		}
-		return append([]string{sh, "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`}, c...)
-	}
-	n.cmd, n.wipedCmd = wrap(cmd), wrap(wiped)
+// timing implements runner.
+func (b *dockerRemote) timing() (time.Duration, time.Duration) {
+	return 20 * time.Second, 10 * time.Millisecond
 }
+
+func (b *dockerRemote) killFirst() bool { return false }
 
 // startPods starts the nodes' pods together, not the nodes, and learns their published addresses.
 func (b *dockerRemote) startPods(ctx context.Context, names []string) error {
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { errs[i] = b.startPod(ctx, name) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return together(names, func(name string) error { return b.startPod(ctx, name) })
 }
 
 // startPod starts a node's pod (not the node) and opens its kept shells.
@@ -316,13 +244,11 @@ func (b *dockerRemote) startPod(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	port, err := b.session.StartPod(ctx, name, n.port)
+	port, err := b.session.StartPod(ctx, name, n.spec.port)
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	n.addr = net.JoinHostPort(b.host, port)
-	b.mu.Unlock()
+	b.setAddr(n, net.JoinHostPort(b.host, port))
 	// The shells open now, so that the first fault does not wait for them.
 	for _, where := range []int{inHolder, inNode} {
 		if _, err := b.sh(ctx, n, where, ":"); err != nil {
@@ -333,275 +259,151 @@ func (b *dockerRemote) startPod(ctx context.Context, name string) error {
 }
 
 // published is where the harness and clients reach the node: the port its pod publishes.
-func (b *dockerRemote) published(name string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n, ok := b.nodes[name]; ok {
-		return n.addr
-	}
-	return ""
+func (b *dockerRemote) published(name string) string { return b.addrOf(name) }
+
+// remoteProc is a server exec'd in a node's container on a remote Engine.
+type remoteProc struct {
+	session *containers.Session
+	ex      containers.ExecID
 }
 
-func (b *dockerRemote) node(name string) (*remoteNode, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, ok := b.nodes[name]
-	if !ok {
-		return nil, fmt.Errorf("no node %q", name)
-	}
-	return n, nil
+// alive is false once the Engine says the exec ended; an Engine that does not answer says nothing.
+func (p remoteProc) alive(ctx context.Context) bool {
+	alive, err := p.session.Running(ctx, p.ex)
+	return err != nil || alive
 }
 
-// Start implements Backend.
-func (b *dockerRemote) Start(ctx context.Context, name string) error {
-	// Without persistence a replica still stores the snapshot it synced from: a restart loses it.
-	return b.start(ctx, name, b.persist == clusters.PersistNone)
-}
+func (p remoteProc) pid() int { return 0 }
 
-// StartEmpty implements Backend.
-func (b *dockerRemote) StartEmpty(ctx context.Context, name string) error {
-	return b.start(ctx, name, true)
-}
-
-func (b *dockerRemote) start(ctx context.Context, name string, wipe bool) error {
-	n, err := b.node(name)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	b.mu.Lock()
-	if n.running {
-		b.mu.Unlock()
-		return fmt.Errorf("node %s is already running", name)
-	}
-	down, cut := n.down, n.cut
-	cmd := n.cmd
-	if wipe && n.started && n.wipedCmd != nil {
-		cmd = n.wipedCmd
-	}
-	b.mu.Unlock()
-	began := time.Now()
-	if down {
-		if err := b.session.Start(ctx, name); err != nil {
+// prepare starts the node's container again if a kill took it, and removes the files of a start
+// without data.
+func (h *remoteHost) prepare(ctx context.Context, wipe []string) error {
+	if h.down {
+		if err := h.b.session.Start(ctx, h.sp.name); err != nil {
 			return err
 		}
-		b.mu.Lock()
-		n.down = false
-		b.mu.Unlock()
-	}
-	if wipe && len(n.data) > 0 {
-		rm := b.tools["rm"] + " -rf"
-		for _, f := range n.data {
-			rm += " " + shellQuote(f)
-		}
-		if _, err := b.sh(ctx, n, inNode, rm); err != nil {
-			return fmt.Errorf("start node %s without data: %w", name, err)
-		}
-	}
-	mark := -1 // a cut node cannot be asked: its log says when it is ready
-	if cut != "" {
-		mark = b.readyLines(ctx, n)
-	}
-	ex, err := b.session.ExecDetached(ctx, name, cmd, n.env, n.dir)
-	if err != nil {
-		return err
-	}
-	b.mu.Lock()
-	n.running, n.ex, n.started = true, ex, true
-	b.mu.Unlock()
-	if err := b.waitReady(ctx, n, ex, mark); err != nil {
-		b.kill(n)
-		return err
-	}
-	if down {
+		h.down = false
 		// The container's shell went with it: a new one, before the next kill needs it.
-		if _, err := b.sh(ctx, n, inNode, ":"); err != nil {
+		if _, err := h.sh(ctx, inNode, ":"); err != nil {
 			return err
 		}
 	}
-	b.log.Debug("node started", "node", name, "addr", n.addr, "took", time.Since(began))
+	if len(wipe) == 0 {
+		return nil
+	}
+	rm := h.b.tools["rm"] + " -rf"
+	for _, f := range wipe {
+		rm += " " + shellQuote(f)
+	}
+	if _, err := h.sh(ctx, inNode, rm); err != nil {
+		return fmt.Errorf("without data: %w", err)
+	}
 	return nil
 }
 
-// logFile is the node's log, which says when it serves.
-func (n *remoteNode) logFile() logLine {
-	if n.readyLog.file == "" {
-		return logLine{file: "redis.log", text: readyLine}
-	}
-	return n.readyLog
-}
-
-// readyLines counts the lines of the node's log that say it is ready.
-func (b *dockerRemote) readyLines(ctx context.Context, n *remoteNode) int {
-	l := n.logFile()
-	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, l.file))
+// launch starts cmd so that it first records its pid in the container, then becomes the server
+// (exec keeps the pid).
+func (h *remoteHost) launch(ctx context.Context, cmd []string) (proc, error) {
+	wrapped := append([]string{h.b.tools["sh"], "-c", `echo $$ >/tmp/node.pid && exec "$0" "$@"`}, cmd...)
+	ex, err := h.b.session.ExecDetached(ctx, h.sp.name, wrapped, h.env, h.sp.dir)
 	if err != nil {
-		return 0
+		return nil, err
 	}
-	return bytes.Count(data, []byte(l.text))
+	return remoteProc{session: h.b.session, ex: ex}, nil
 }
 
-// waitReady waits until the node answers (its own check, or PING) or, when it is cut (mark >= 0),
-// until its log holds more ready lines than mark.
-func (b *dockerRemote) waitReady(ctx context.Context, n *remoteNode, ex containers.ExecID, mark int) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var err error
-		if n.ready != nil {
-			err = n.ready(ctx)
-		} else {
-			err = clusters.PingOnce(ctx, n.addr)
-		}
-		if err == nil || (mark >= 0 && b.readyLines(ctx, n) > mark) {
-			return nil
-		}
-		if alive, ierr := b.session.Running(ctx, ex); ierr == nil && !alive {
-			return fmt.Errorf("node %s exited during start-up: %s", n.name, b.lastLines(ctx, n))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s (published at %s) did not answer within 20s: %v; its log: %s", n.name, n.addr, err, b.lastLines(ctx, n))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s: %w", n.name, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+func (h *remoteHost) log(ctx context.Context, file string) ([]byte, error) {
+	return h.b.session.ReadFile(ctx, h.sp.name, filepath.Join(h.sp.dir, file))
 }
 
-// lastLines are the last lines of the node's log, for an error.
-func (b *dockerRemote) lastLines(ctx context.Context, n *remoteNode) string {
-	data, err := b.session.ReadFile(ctx, n.name, filepath.Join(n.dir, n.logFile().file))
+// output is the last lines of the node's log.
+func (h *remoteHost) output(ctx context.Context) string {
+	data, err := h.log(ctx, logFileOf(h.sp))
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(lines) > 3 {
-		lines = lines[len(lines)-3:]
-	}
-	return strings.Join(lines, " | ")
+	return tail(string(data), 3)
 }
 
-// Kill implements Backend: `kill -9` in the node's container with the pid the node recorded; a
-// paused node cannot be entered, so the Engine kills its whole container (thawing it after the
-// signal, so the node dies without running another instruction).
-func (b *dockerRemote) Kill(name string) error {
-	n, err := b.node(name)
-	if err != nil {
+// kill is `kill -9` in the node's container with the pid the node recorded; a paused node cannot
+// be entered, so the Engine kills its whole container (thawing it after the signal, so the node
+// dies without running another instruction).
+func (h *remoteHost) kill(ctx context.Context, p proc, paused bool) error {
+	if paused {
+		h.closeShells(false)
+		if err := h.b.session.KillContainer(ctx, h.sp.name); err != nil {
+			return err
+		}
+		h.down = true
+		return nil
+	}
+	if _, err := h.sh(ctx, inNode, `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
 		return err
 	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	return b.kill(n)
-}
-
-// kill is Kill with the node's op held.
-func (b *dockerRemote) kill(n *remoteNode) error {
-	name := n.name
-	b.mu.Lock()
-	running, paused, ex := n.running, n.paused, n.ex
-	n.running, n.paused = false, false
-	b.mu.Unlock()
-	if !running {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if paused {
-		b.closeShell(n)
-		if err := b.session.KillContainer(ctx, name); err != nil {
-			return fmt.Errorf("kill node %s: %w", name, err)
-		}
-		b.mu.Lock()
-		n.down = true
-		b.mu.Unlock()
-		return nil
-	}
-	if _, err := b.sh(ctx, n, inNode, `read p </tmp/node.pid && kill -9 "$p"`); err != nil {
-		return fmt.Errorf("kill node %s: %w", name, err)
-	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		alive, err := b.session.Running(ctx, ex)
+		alive, err := h.b.session.Running(ctx, p.(remoteProc).ex)
 		if err != nil {
-			return fmt.Errorf("kill node %s: %w", name, err)
+			return err
 		}
 		if !alive {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s still runs 10s after SIGKILL", name)
+			return fmt.Errorf("still runs 10s after SIGKILL")
 		}
 	}
 }
 
-// Running implements Backend.
-func (b *dockerRemote) Running(name string) bool {
-	n, err := b.node(name)
-	if err != nil {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return n.running
-}
-
-// Signal implements Backend: SIGSTOP and SIGCONT pause and continue the node's container; other
-// signals go to the node with kill in its container.
-func (b *dockerRemote) Signal(name string, sig syscall.Signal) error {
-	n, err := b.node(name)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	b.mu.Lock()
-	running := n.running
-	b.mu.Unlock()
-	if !running {
-		return fmt.Errorf("node %s is not running", name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// signal: SIGSTOP and SIGCONT pause and continue the node's container; other signals go to the
+// node with kill in its container.
+func (h *remoteHost) signal(ctx context.Context, _ proc, sig syscall.Signal) error {
 	switch sig {
 	case syscall.SIGSTOP:
-		err = b.session.Pause(ctx, name)
+		return h.b.session.Pause(ctx, h.sp.name)
 	case syscall.SIGCONT:
-		err = b.session.Unpause(ctx, name)
-	default:
-		_, err = b.sh(ctx, n, inNode, `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
-		return err
+		return h.b.session.Unpause(ctx, h.sp.name)
 	}
-	if err == nil {
-		b.mu.Lock()
-		n.paused = sig == syscall.SIGSTOP
-		b.mu.Unlock()
-	}
+	_, err := h.sh(ctx, inNode, `read p </tmp/node.pid && kill -`+strconv.Itoa(int(sig))+` "$p"`)
 	return err
 }
 
-// ClockShim implements Backend.
-func (b *dockerRemote) ClockShim() bool { return b.shim != "" }
-
-// SetClockOffset implements Backend: the offset is stored in place in the clock file the node's
-// shim maps, by the shell kept in the holder (never paused, never killed), so it works in any
-// state of the node, in about a millisecond.
-func (b *dockerRemote) SetClockOffset(name string, offset time.Duration) error {
-	n, err := b.node(name)
-	if err != nil {
-		return err
-	}
-	if b.shim == "" {
-		return fmt.Errorf("node %s runs without the clock shim: its clock cannot be moved", name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// setClock stores the offset in place in the clock file the node's shim maps, by the shell kept in
+// the holder (never paused, never killed), so it works in any state of the node, in about a
+// millisecond.
+func (h *remoteHost) setClock(ctx context.Context, offset time.Duration) error {
 	// 1<> opens without truncating: the same file, the same pages the shim maps.
-	script := `printf "` + octal(offset) + `" 1<>` + clockFile(remoteClockDir)
-	if _, err := b.sh(ctx, n, inHolder, script); err != nil {
-		return fmt.Errorf("set clock of %s: %w", name, err)
+	_, err := h.sh(ctx, inHolder, `printf "`+octal(offset)+`" 1<>`+ClockFile(remoteClockDir))
+	return err
+}
+
+// close implements runner: it stops the slowdowns still in place, copies each node's files (its
+// log, its data) into the run's store, then removes every container and the network.
+func (b *dockerRemote) close(ctx context.Context) error {
+	if err := b.unslowAll(ctx); err != nil {
+		b.log.Warn("a slowdown's reader goes with its holder", "err", err)
 	}
-	return nil
+	b.mu.Lock()
+	nodes := make([]*tableNode, 0, len(b.nodes))
+	for _, n := range b.nodes {
+		nodes = append(nodes, n)
+	}
+	b.nodes = map[string]*tableNode{} // a second Close copies nothing
+	b.mu.Unlock()
+	for _, n := range nodes {
+		remoteHostOf(n).closeShells(true)
+	}
+	for _, n := range nodes {
+		if err := b.session.CopyOut(ctx, n.spec.name, n.spec.dir, n.spec.dir); err != nil {
+			b.log.Warn("the node's files stay behind on the Engine's side, and go with its container", "node", n.spec.name, "err", err)
+		}
+	}
+	return b.session.Close()
+}
+
+// redisIdle is the main process of a redis node's containers: a redis-server that stores nothing
+// and listens on no TCP port.
+func redisIdle(bin string) []string {
+	return []string{bin, "--port", "0", "--unixsocket", "/tmp/idle.sock", "--save", "", "--appendonly", "no", "--dir", "/tmp"}
 }
 
 // shellQuote quotes s for sh: a store's path may hold spaces or quotes.
@@ -617,53 +419,6 @@ func octal(offset time.Duration) string {
 		fmt.Fprintf(&s, `\%03o`, c)
 	}
 	return s.String()
-}
-
-// ClockOffset implements Backend.
-func (b *dockerRemote) ClockOffset(name string) (time.Duration, error) {
-	n, err := b.node(name)
-	if err != nil {
-		return 0, err
-	}
-	off, err := clusters.MeasureClockOffset(n.addr)
-	if err != nil {
-		return 0, fmt.Errorf("measure clock of %s: %w", name, err)
-	}
-	return off, nil
-}
-
-// Close stops the slowdowns still in place, copies each node's files (its log, its data) into the
-// run's store, then removes every container and the network.
-func (b *dockerRemote) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := b.unslowAll(ctx); err != nil {
-		b.log.Warn("a slowdown's reader goes with its holder", "err", err)
-	}
-	b.mu.Lock()
-	nodes := make([]*remoteNode, 0, len(b.nodes))
-	for _, n := range b.nodes {
-		nodes = append(nodes, n)
-	}
-	b.nodes = map[string]*remoteNode{} // a second Close copies nothing
-	var shells []*containers.Shell
-	for _, n := range nodes {
-		for _, sh := range n.shells {
-			if sh != nil {
-				shells = append(shells, sh)
-			}
-		}
-	}
-	b.mu.Unlock()
-	for _, sh := range shells {
-		sh.Close()
-	}
-	for _, n := range nodes {
-		if err := b.session.CopyOut(ctx, n.name, n.dir, n.dir); err != nil {
-			b.log.Warn("the node's files stay behind on the Engine's side, and go with its container", "node", n.name, "err", err)
-		}
-	}
-	return b.session.Close()
 }
 
 // RemoteNetToolsMissing says what this host lacks to cut the network of nodes on a remote Engine

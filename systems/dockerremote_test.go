@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/containers"
 )
 
@@ -49,13 +48,13 @@ func remoteEngine(t *testing.T) *containers.Engine {
 func TestDockerRemoteMasters(t *testing.T) {
 	ctx := context.Background()
 	eng := remoteEngine(t)
-	shim, err := clusters.FindClockShim(ctx, "", "")
+	shim, err := FindClockShim(ctx, "", "")
 	if err != nil {
 		t.Skipf("skipping the remote docker backend's test: %v", err)
 	}
 	dir := t.TempDir()
 	sys, err := Start(ctx, "redis-masters", Config{
-		Dir: dir, Groups: []string{"c1"}, Nodes: 2, Persistence: clusters.PersistAOFAlways, ClockShim: shim,
+		Dir: dir, Groups: []string{"c1"}, Nodes: 2, Persistence: PersistAOFAlways, ClockShim: shim,
 		Backend: BackendDocker, Docker: DockerConfig{Engine: eng, Run: dir},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -71,7 +70,7 @@ func TestDockerRemoteMasters(t *testing.T) {
 	if host, port, _ := net.SplitHostPort(n1.Addr); host != "127.0.0.1" || port == "6379" {
 		t.Fatalf("node %s at %s: want the port its pod publishes on the Engine host 127.0.0.1", n1.Name, n1.Addr)
 	}
-	admin := clusters.AdminClient(n1.Addr)
+	admin := AdminClient(n1.Addr)
 	defer admin.Close()
 	if err := admin.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -208,7 +207,7 @@ func TestDockerRemoteCutFromOutside(t *testing.T) {
 	}
 	defer sys.Close()
 	n1 := sys.Nodes()[0]
-	admin := clusters.AdminClient(n1.Addr)
+	admin := AdminClient(n1.Addr)
 	defer admin.Close()
 	me, err := admin.ClientInfo(ctx).Result()
 	if err != nil {

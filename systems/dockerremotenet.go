@@ -31,37 +31,16 @@ func remoteCutRules(mode, gw, subnet string) [][]string {
 
 // CutNetwork implements nemesis.NetCutter.
 func (b *dockerRemote) CutNetwork(ctx context.Context, node, mode string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	if n.cut != "" {
-		return fmt.Errorf("node %s is already cut", node)
-	}
-	n.cut = mode
-	return b.iptables(ctx, n, "-A", mode)
+	return b.cutNetwork(ctx, node, mode, b.iptables)
 }
 
 // HealNetwork implements nemesis.NetCutter.
 func (b *dockerRemote) HealNetwork(ctx context.Context, node string) error {
-	n, err := b.node(node)
-	if err != nil {
-		return err
-	}
-	n.op.Lock()
-	defer n.op.Unlock()
-	mode := n.cut
-	n.cut = ""
-	if mode == "" {
-		return nil
-	}
-	return b.iptables(ctx, n, "-D", mode)
+	return b.healNetwork(ctx, node, b.iptables)
 }
 
 // iptables adds (-A) or deletes (-D) a cut's rules.
-func (b *dockerRemote) iptables(ctx context.Context, n *remoteNode, op, mode string) error {
+func (b *dockerRemote) iptables(ctx context.Context, n *tableNode, op, mode string) error {
 	return b.holderIptables(ctx, n, op, remoteCutRules(mode, b.session.Gateway().String(), b.session.Subnet().String()))
 }
 
@@ -87,26 +66,17 @@ func (b *dockerRemote) HealPeer(ctx context.Context, from, to string) error {
 	})
 }
 
-func (b *dockerRemote) nodePair(from, to string) (*remoteNode, *remoteNode, error) {
-	f, err := b.node(from)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, err := b.node(to)
-	return f, t, err
-}
-
 // holderIptables adds (-A, -I) or deletes (-D) rules in one script of the shell kept in n's holder.
-func (b *dockerRemote) holderIptables(ctx context.Context, n *remoteNode, op string, rules [][]string) error {
+func (b *dockerRemote) holderIptables(ctx context.Context, n *tableNode, op string, rules [][]string) error {
 	if b.tools["iptables"] == "" {
-		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.name, RemoteNetToolsMissing())
+		return fmt.Errorf("node %s: the node image holds no iptables: %w", n.spec.name, RemoteNetToolsMissing())
 	}
 	cmds := make([]string, len(rules))
 	for i, r := range rules {
 		cmds[i] = b.tools["iptables"] + " -w " + op + " " + strings.Join(r, " ")
 	}
 	if _, err := b.sh(ctx, n, inHolder, strings.Join(cmds, " && ")); err != nil {
-		return fmt.Errorf("node %s: %w", n.name, err)
+		return fmt.Errorf("node %s: %w", n.spec.name, err)
 	}
 	return nil
 }

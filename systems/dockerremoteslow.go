@@ -75,17 +75,17 @@ func checkSlow(from, to string, t dockerPeer, delay, jitter time.Duration) error
 }
 
 // startReader starts the reader of queue num in n's holder and waits until it has bound the queue.
-func (b *dockerRemote) startReader(ctx context.Context, n *remoteNode, num uint16, delay, jitter time.Duration) (*remoteReader, error) {
+func (b *dockerRemote) startReader(ctx context.Context, n *tableNode, num uint16, delay, jitter time.Duration) (*remoteReader, error) {
 	cmd := append([]string{b.tools["lockpick"]}, DelayQueueArgs(num, delay, jitter)...)
-	out, err := b.session.StreamNet(ctx, n.name, cmd)
+	out, err := b.session.StreamNet(ctx, n.spec.name, cmd)
 	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", n.name, err)
+		return nil, fmt.Errorf("node %s: %w", n.spec.name, err)
 	}
 	line, err := out.Line(time.Now().Add(20 * time.Second))
 	pid, perr := strconv.Atoi(strings.TrimPrefix(line, "ready "))
 	if err != nil || perr != nil || !strings.HasPrefix(line, "ready ") {
 		out.Close()
-		return nil, fmt.Errorf("node %s: the queue reader did not start: %q %v", n.name, line, err)
+		return nil, fmt.Errorf("node %s: the queue reader did not start: %q %v", n.spec.name, line, err)
 	}
 	return &remoteReader{out: out, pid: pid}, nil
 }
@@ -93,17 +93,17 @@ func (b *dockerRemote) startReader(ctx context.Context, n *remoteNode, num uint1
 // stopReader ends a reader with SIGTERM from n's holder shell, and reads what it did. A reader that
 // ended already (killed) has no counts to give: its packets passed undelayed since
 // (--queue-bypass), and that is the error.
-func (b *dockerRemote) stopReader(ctx context.Context, n *remoteNode, r *remoteReader) (delayStats, error) {
+func (b *dockerRemote) stopReader(ctx context.Context, n *tableNode, r *remoteReader) (delayStats, error) {
 	defer r.out.Close()
 	// Its failure (no such process) is told by the missing counts.
 	_, _ = b.sh(ctx, n, inHolder, "kill -TERM "+strconv.Itoa(r.pid)+" 2>/dev/null")
 	last, err := r.out.Last(time.Now().Add(10 * time.Second))
 	if err != nil {
-		return delayStats{}, fmt.Errorf("node %s: the queue reader's end: %w", n.name, err)
+		return delayStats{}, fmt.Errorf("node %s: the queue reader's end: %w", n.spec.name, err)
 	}
 	st, err := parseDelayStats(last)
 	if err != nil {
-		return delayStats{}, fmt.Errorf("node %s: the queue reader ended before it was stopped (its packets passed undelayed since): %w", n.name, err)
+		return delayStats{}, fmt.Errorf("node %s: the queue reader ended before it was stopped (its packets passed undelayed since): %w", n.spec.name, err)
 	}
 	return st, nil
 }
@@ -124,24 +124,18 @@ func (b *dockerRemote) UnslowPeer(ctx context.Context, from, to string) (PeerSlo
 }
 
 // queueCounter is how many packets the rules sending to queue num matched so far, in n's holder.
-func (b *dockerRemote) queueCounter(ctx context.Context, n *remoteNode, num uint16) (uint64, error) {
+func (b *dockerRemote) queueCounter(ctx context.Context, n *tableNode, num uint16) (uint64, error) {
 	ipt := b.tools["iptables"] + " -w -L "
 	out, err := b.sh(ctx, n, inHolder, ipt+"OUTPUT -n -v -x && "+ipt+"INPUT -n -v -x")
 	if err != nil {
-		return 0, fmt.Errorf("node %s: %w", n.name, err)
+		return 0, fmt.Errorf("node %s: %w", n.spec.name, err)
 	}
 	return queuePackets(out, num), nil
 }
 
 // unslowAll stops every slowdown still in place (the run's end, whatever healed or not).
 func (b *dockerRemote) unslowAll(ctx context.Context) error {
-	b.mu.Lock()
-	nodes := make([]slowedNode, 0, len(b.nodes))
-	for _, n := range b.nodes {
-		nodes = append(nodes, slowedNode{n.name, &n.op, &n.peer})
-	}
-	b.mu.Unlock()
-	return unslowEvery(ctx, nodes, b.UnslowPeer)
+	return unslowEvery(ctx, b.slowedNodes(), b.UnslowPeer)
 }
 
 // exe is lockpick's own binary, which a remote node image packs to run the queue reader.

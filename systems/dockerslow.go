@@ -220,13 +220,18 @@ func queuePackets(listing string, num uint16) uint64 {
 // unslowAll stops every slowdown still in place (the run's end, whatever healed or not): readers
 // must not outlive the backend.
 func (b *docker) unslowAll(ctx context.Context) error {
-	b.mu.Lock()
-	nodes := make([]slowedNode, 0, len(b.nodes))
-	for _, n := range b.nodes {
-		nodes = append(nodes, slowedNode{n.name, &n.op, &n.peer})
+	return unslowEvery(ctx, b.slowedNodes(), b.UnslowPeer)
+}
+
+// slowedNodes are the table's nodes as unslowEvery sees them.
+func (t *table) slowedNodes() []slowedNode {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	nodes := make([]slowedNode, 0, len(t.nodes))
+	for _, n := range t.nodes {
+		nodes = append(nodes, slowedNode{n.spec.name, &n.op, &n.peer})
 	}
-	b.mu.Unlock()
-	return unslowEvery(ctx, nodes, b.UnslowPeer)
+	return nodes
 }
 
 // slowedNode is what unslowEvery needs of a node of either docker backend: its name, the lock that

@@ -4,18 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -83,33 +85,111 @@ type etcdSys struct {
 	// peer address); empty on the local backend, where that is peerHost and the member's port.
 	known  map[string]string
 	admins map[string]*clientv3.Client
+	log    *slog.Logger
 }
 
-func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
+// etcdReadyLog is what a member logs once it serves.
+var etcdReadyLog = logLine{file: "etcd.log", text: "serving client traffic"}
+
+// etcdTopology is etcd.
+type etcdTopology struct{}
+
+// Name implements Topology.
+func (etcdTopology) Name() string { return "etcd" }
+
+// Layout implements Topology: members e1..eN (default 3), each a follower until the first role
+// report names the leader.
+func (etcdTopology) Layout(cfg Config) ([]Node, error) {
 	ec, err := cfg.Etcd.resolve()
 	if err != nil {
 		return nil, err
 	}
-	if ec.Server == "" {
+	return ec.layout(), nil
+}
+
+// Programs implements Topology: the etcd program, and sleep, which a member's container idles in
+// (the member is exec'd in it), when the host has it.
+func (etcdTopology) Programs(cfg Config) ([]string, error) {
+	if cfg.Etcd.Server == "" {
 		return nil, errors.New("system etcd: no etcd program given (see --etcd-server)")
 	}
-	dir, err := filepath.Abs(cfg.Dir)
+	progs := []string{cfg.Etcd.Server}
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		progs = append(progs, sleep)
+	}
+	return progs, nil
+}
+
+// errEtcdClock is why the clock shim cannot move a member's clock.
+var errEtcdClock = errors.New("etcd members are Go programs that read the time without libc: the clock shim cannot move their clocks")
+
+// Clocks implements Topology.
+func (etcdTopology) Clocks() error { return errEtcdClock }
+
+// Traits implements Topology: members talk raft to each other; a member cannot hold writes back.
+func (etcdTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: false} }
+
+// persistence implements Topology: a member always keeps its data directory; a start without it
+// is StartEmpty's (etcdBackend), which replaces the member.
+func (etcdTopology) persistence(Config) Persistence { return "" }
+
+// start places the members (their peer paths: links through each member's forwarder on loopback,
+// the run's network in containers), starts them one by one (a member waits for its peers before it
+// serves, so the readiness each start waits for is the member's answer on its client port) and
+// waits until they agree on a leader.
+func (etcdTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
+	ec, err := b.cfg.Etcd.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("system etcd: %w", err)
+		b.backend.Close()
+		return nil, err
 	}
-	lb := newLocal(ec.Server, "", "", cfg.Logger)
-	s := &etcdSys{
-		cfg: ec, backend: lb, links: links.New(),
-		nodes: ec.layout(), peer: map[string]string{}, admins: map[string]*clientv3.Client{},
-	}
+	s := &etcdSys{cfg: ec, backend: b.backend, links: links.New(), nodes: layout, log: b.cfg.Logger,
+		peer: map[string]string{}, known: map[string]string{}, admins: map[string]*clientv3.Client{}}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	reserved, err := clusters.ReservePorts(2 * len(s.nodes))
+	healthy := 20 * time.Second
+	if b.loopback {
+		s.known = nil // the members know each other by peerHost
+		err = s.placeLoopback(ctx, b)
+	} else {
+		healthy = 30 * time.Second // a container is slower to come up
+		err = s.placeContainers(ctx, b)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if err := s.startMembers(ctx, healthy); err != nil {
+		return nil, fmt.Errorf("start etcd%s: %w", b.where(), err)
+	}
+	return s, nil
+}
+
+// startMembers starts the members one by one, opens the harness's client of each, and waits until
+// they agree on a leader.
+func (s *etcdSys) startMembers(ctx context.Context, healthy time.Duration) error {
+	for _, n := range s.nodes {
+		if err := s.backend.Start(ctx, n.Name); err != nil {
+			return err
+		}
+		c, err := adminClient(n.Addr)
+		if err != nil {
+			return err
+		}
+		s.admins[n.Name] = c
+	}
+	s.roles = newEtcdRoles(s, s.log)
+	return s.waitHealthy(ctx, healthy)
+}
+
+// placeLoopback declares the members as local processes; every peer request of a member leaves
+// through the member's Forwarder and the link from that member to the callee.
+func (s *etcdSys) placeLoopback(ctx context.Context, b *bed) error {
+	reserved, err := ReservePorts(2 * len(s.nodes))
+	if err != nil {
+		return err
 	}
 	defer func() {
 		for _, l := range reserved {
@@ -126,40 +206,20 @@ func startEtcd(ctx context.Context, cfg Config) (sys System, err error) {
 		known[net.JoinHostPort(peerHost, port)] = n.Name
 		initial = append(initial, n.Name+"=http://"+net.JoinHostPort(peerHost, port))
 	}
-	if err := s.addLinks(cfg.Groups); err != nil {
-		return nil, err
+	if err := s.addLinks(b.cfg.Groups); err != nil {
+		return err
 	}
 	for _, n := range s.nodes {
-		f, err := links.NewForwarder(s.links, n.Name, s.peer[n.Name], known, cfg.Logger)
+		f, err := links.NewForwarder(s.links, n.Name, s.peer[n.Name], known, b.cfg.Logger)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.fwd = append(s.fwd, f)
-		if err := s.declare(lb, dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
-			return nil, err
+		if err := s.declare(ctx, b.t, b.dir, n, strings.Join(initial, ","), f.Addr()); err != nil {
+			return err
 		}
 	}
-	for _, l := range reserved {
-		l.Close()
-	}
-	// Members are started one by one: a member waits for its peers before it serves, so the readiness
-	// each start waits for is the member's answer on its client port, and the cluster's health is
-	// waited for once every member runs.
-	for _, n := range s.nodes {
-		if err := s.backend.Start(ctx, n.Name); err != nil {
-			return nil, err
-		}
-		c, err := adminClient(n.Addr)
-		if err != nil {
-			return nil, err
-		}
-		s.admins[n.Name] = c
-	}
-	s.roles = newEtcdRoles(s, cfg.Logger)
-	if err := s.waitHealthy(ctx, 20*time.Second); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return nil
 }
 
 // addLinks puts a link on every path: each client group to each member's client port, and each
@@ -184,11 +244,11 @@ func (s *etcdSys) addLinks(groups []string) error {
 
 // declare declares a member's process to the backend: its command line, its data directory (which
 // a start without data removes) and its peer proxy.
-func (s *etcdSys) declare(lb *local, dir string, n Node, initial, proxy string) error {
+func (s *etcdSys) declare(ctx context.Context, lb *table, dir string, n Node, initial, proxy string) error {
 	nd := filepath.Join(dir, n.Name)
 	_, peerPort, _ := net.SplitHostPort(s.peer[n.Name])
 	data := filepath.Join(nd, "data")
-	args := []string{
+	args := []string{s.cfg.Server,
 		"--name", n.Name,
 		"--data-dir", data,
 		"--listen-client-urls", "http://" + n.Addr,
@@ -215,7 +275,9 @@ func (s *etcdSys) declare(lb *local, dir string, n Node, initial, proxy string) 
 	}
 	name := n.Name
 	ready := func(ctx context.Context) error { return s.serves(ctx, name) }
-	return lb.add(&process{name: n.Name, dir: nd, args: args, wipedArgs: wiped, addr: n.Addr, data: []string{data}, env: env, ready: ready})
+	_, err := lb.add(ctx, nodeSpec{name: n.Name, dir: nd, cmd: args, wipedCmd: wiped, addr: n.Addr, data: []string{data}, env: env,
+		ready: ready, readyLog: etcdReadyLog})
+	return err
 }
 
 // serves reports whether a member serves. A member answers its clients only once its cluster has a
@@ -448,3 +510,89 @@ func (etcdBackend) SetClockOffset(node string, _ time.Duration) error {
 
 // ClockOffset implements Backend.
 func (etcdBackend) ClockOffset(string) (time.Duration, error) { return 0, nil }
+
+// Ports of an etcd member in its container.
+const (
+	etcdClientPort = 2379
+	etcdPeerPort   = 2380
+)
+
+// placeContainers places each member in a container (a pod) of its own, called by its peers at its
+// container's address (its peer URL), so raft traffic crosses the containers' interfaces with no
+// proxy of the harness in its way; a path between members is cut by PeerCutter. Clients reach each
+// member's client port through their group's link. The container's own process is sleep (the
+// member is exec'd in it, as the redis nodes are), so the image is the etcd program, sleep and
+// their libraries.
+func (s *etcdSys) placeContainers(ctx context.Context, b *bed) error {
+	if len(b.programs) < 2 {
+		return fmt.Errorf("etcd on docker: the containers idle in sleep, and the host has none: install coreutils")
+	}
+	specs := make([]nodeSpec, len(s.nodes))
+	for i, n := range s.nodes {
+		name, nd := n.Name, b.nodeDir(n.Name)
+		specs[i] = nodeSpec{name: name, dir: nd, idle: []string{b.programs[1], "infinity"},
+			port: etcdClientPort, peerPort: etcdPeerPort, data: []string{filepath.Join(nd, "data")},
+			ready: func(ctx context.Context) error { return s.serves(ctx, name) }, readyLog: etcdReadyLog}
+	}
+	if err := b.place(ctx, specs); err != nil {
+		return fmt.Errorf("start etcd%s: %w", b.where(), err)
+	}
+	var initial []string
+	for i, n := range s.nodes {
+		s.peer[n.Name] = b.peerAddr(n.Name, etcdPeerPort)
+		s.known[n.Name] = s.peer[n.Name]
+		s.nodes[i].Addr = b.t.addrOf(n.Name)
+		initial = append(initial, n.Name+"=http://"+s.peer[n.Name])
+	}
+	for _, n := range s.nodes {
+		args, wiped := s.dockerArgs(s.cfg.Server, b.nodeDir(n.Name), n, strings.Join(initial, ","))
+		b.t.setCmd(n.Name, args, wiped)
+		for _, g := range b.cfg.Groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dockerArgs is a member's command line in its container, and the one it starts with after losing
+// its data (it joins the existing cluster, as on the local backend).
+func (s *etcdSys) dockerArgs(server, nd string, n Node, initial string) (args, wiped []string) {
+	args = []string{server,
+		"--name", n.Name,
+		"--data-dir", filepath.Join(nd, "data"),
+		"--listen-client-urls", "http://0.0.0.0:" + strconv.Itoa(etcdClientPort),
+		"--advertise-client-urls", "http://" + n.Addr,
+		"--listen-peer-urls", "http://0.0.0.0:" + strconv.Itoa(etcdPeerPort),
+		"--initial-advertise-peer-urls", "http://" + s.peer[n.Name],
+		"--initial-cluster", initial,
+		"--initial-cluster-state", "new",
+		"--initial-cluster-token", "lockpick",
+		"--logger", "zap",
+		"--log-outputs", filepath.Join(nd, "etcd.log"),
+	}
+	wiped = slices.Clone(args)
+	wiped[slices.Index(wiped, "new")] = "existing"
+	return args, wiped
+}
+
+// etcdDocker is the backend of etcd members in containers: etcdBackend's operations, and the
+// docker backend's network cuts, of a member's interface and of the paths between members.
+type etcdDocker struct {
+	etcdBackend
+	PeerCutter
+	netCutter
+}
+
+// etcdSlowDocker is etcdDocker that also slows the paths between members (either Engine).
+type etcdSlowDocker struct {
+	etcdDocker
+	PeerSlower
+}
+
+// netCutter is the docker backend's cut of a node's own interface (nemesis.NetCutter).
+type netCutter interface {
+	CutNetwork(ctx context.Context, node, mode string) error
+	HealNetwork(ctx context.Context, node string) error
+}

@@ -138,7 +138,7 @@ func TestEtcdKillRestartWipePause(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			b, _ := os.ReadFile(s.backend.(*local).procs[follower].dir + "/etcd.log")
+			b, _ := os.ReadFile(s.dir(follower) + "/etcd.log")
 			lines := strings.Split(string(b), "\n")
 			t.Logf("%s", strings.Join(lines[max(0, len(lines)-25):], "\n"))
 		}
@@ -182,5 +182,14 @@ func TestEtcdMembersDieWithAKilledHarness(t *testing.T) {
 		func(dir string) Config {
 			return Config{Dir: dir, Groups: []string{"c1"}, Etcd: EtcdConfig{Server: srv.Path}}
 		},
-		func(sys System, node string) int { return sys.(*etcdSys).backend.(*local).Pid(node) })
+		func(sys System, node string) int { return sys.(*etcdSys).backend.(*table).Pid(node) })
+}
+
+// dir is a member's directory.
+func (s *etcdSys) dir(node string) string {
+	n, err := s.backend.(*table).node(node)
+	if err != nil {
+		return ""
+	}
+	return n.spec.dir
 }

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/lockpick-dev/lockpick/links"
 )
 
 // external is the backend of servers someone else runs. lockpick only talks to them as a client:
@@ -27,23 +27,19 @@ type external struct {
 // ErrExternal is the refusal of every node operation on the external backend.
 var ErrExternal = errors.New("runs on --backend external: lockpick never kills, restarts, pauses or reconfigures a server it did not start")
 
-// startExternal links every client group to every endpoint as redis-masters nodes n1..nN.
-func startExternal(ctx context.Context, name string, cfg Config) (System, error) {
-	if err := CheckBackend(name, BackendExternal); err != nil {
-		return nil, err
-	}
+// startExternal checks the endpoints and the run's key prefix, then lets t find its servers.
+func startExternal(ctx context.Context, t Topology, cfg Config) (System, error) {
 	if err := CheckEndpoints(cfg.Endpoints); err != nil {
 		return nil, err
 	}
 	if !strings.HasPrefix(cfg.KeyPrefix, "lockpick-") || strings.ContainsAny(cfg.KeyPrefix, "*?[]\\") {
 		return nil, fmt.Errorf("--backend external needs a unique key prefix lockpick-...: got %q", cfg.KeyPrefix)
 	}
-	switch name {
-	case "etcd":
-		return startExternalEtcd(ctx, cfg)
-	case "redis-sentinel":
-		return startExternalSentinel(ctx, cfg)
-	}
+	return t.external(ctx, cfg)
+}
+
+// external implements Topology: the endpoints are masters n1..nN, each linked to every group.
+func (mastersTopology) external(ctx context.Context, cfg Config) (System, error) {
 	b := &external{prefix: cfg.KeyPrefix, log: cfg.Logger}
 	b.deleteKeys = b.deleteRedisKeys
 	for i, ep := range cfg.Endpoints {
@@ -51,7 +47,7 @@ func startExternal(ctx context.Context, name string, cfg Config) (System, error)
 	}
 	for _, n := range b.nodes {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := clusters.PingOnce(pctx, n.Addr)
+		err := PingOnce(pctx, n.Addr)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("endpoint %s (%s) does not answer PING: %w: check the address and that the server is up", n.Addr, n.Name, err)
@@ -111,7 +107,7 @@ func (b *external) SetClockOffset(node string, _ time.Duration) error { return b
 func (b *external) ClockOffset(node string) (time.Duration, error) {
 	for _, n := range b.nodes {
 		if n.Name == node {
-			return clusters.MeasureClockOffset(n.Addr)
+			return MeasureClockOffset(n.Addr)
 		}
 	}
 	return 0, fmt.Errorf("no node %q", node)
@@ -141,7 +137,7 @@ func DeleteKeys(ctx context.Context, addr, prefix string) (int, error) {
 	if prefix == "" {
 		return 0, fmt.Errorf("refusing to delete keys without a prefix")
 	}
-	admin := clusters.AdminClient(addr)
+	admin := AdminClient(addr)
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -175,4 +171,87 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// externalSys is a system of servers someone else runs (but redis-masters, which keeps its own
+// type): the nodes its topology found at the endpoints, each reached by each client group through
+// a link. Roles are not watched: every node keeps the role it was found in.
+type externalSys struct {
+	name    string
+	nodes   []Node
+	links   *links.Set
+	backend *external
+	ping    func(ctx context.Context, addr string) error
+	// release closes what the topology opened to find the nodes (an etcd client), after the keys go.
+	release func() error
+	closed  bool
+}
+
+func newExternalSys(name string, nodes []Node, groups []string, b *external, ping func(context.Context, string) error, release func() error) (*externalSys, error) {
+	s := &externalSys{name: name, nodes: nodes, links: links.New(), backend: b, ping: ping, release: release}
+	for _, n := range nodes {
+		for _, g := range groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				s.links.Close()
+				if release != nil {
+					release()
+				}
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// Name implements System.
+func (s *externalSys) Name() string { return s.name }
+
+// Nodes implements System.
+func (s *externalSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
+
+// Roles implements System: the roles the nodes were found in, never updated.
+func (s *externalSys) Roles() map[string]Role { return StaticRoles(s.nodes).Roles() }
+
+// Endpoints implements System: each node known by the address it was found at.
+func (s *externalSys) Endpoints(group string) ([]Endpoint, error) {
+	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return n.Addr })
+}
+
+// Links implements System.
+func (s *externalSys) Links() *links.Set { return s.links }
+
+// Backend implements System: every operation on a node is refused.
+func (s *externalSys) Backend() Backend { return s.backend }
+
+// Watch implements System: nothing is announced.
+func (s *externalSys) Watch(func(Event)) {}
+
+// HoldWrites implements System: refused.
+func (s *externalSys) HoldWrites(_ context.Context, node string, _ time.Duration, _ func(context.Context) error) error {
+	return fmt.Errorf("holding writes on node %s: it %w", node, ErrExternal)
+}
+
+// Ping implements System.
+func (s *externalSys) Ping(ctx context.Context, node string) error {
+	for _, n := range s.nodes {
+		if n.Name == node {
+			return s.ping(ctx, n.Addr)
+		}
+	}
+	return fmt.Errorf("no node %q", node)
+}
+
+// Close implements System: the run's keys go, the links close; the servers are left as they were.
+// It is safe to call more than once.
+func (s *externalSys) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.backend.Close()
+	s.links.Close()
+	if s.release != nil {
+		err = errors.Join(err, s.release())
+	}
+	return err
 }

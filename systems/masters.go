@@ -2,14 +2,12 @@ package systems
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
+	"net"
 	"path/filepath"
-	"sync"
+	"strconv"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -26,26 +24,130 @@ type masters struct {
 	external bool
 }
 
-func startMasters(ctx context.Context, cfg Config) (System, error) {
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("system redis-masters: %w", err)
-	}
+// mastersTopology is redis-masters.
+type mastersTopology struct{}
+
+// Name implements Topology.
+func (mastersTopology) Name() string { return "redis-masters" }
+
+// Layout implements Topology: n1..nN, each a master; N is Config.Nodes, at least one.
+func (mastersTopology) Layout(cfg Config) ([]Node, error) {
 	if cfg.Nodes < 1 {
 		return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
 	}
-	cluster, err := clusters.StartLocal(ctx, clusters.Config{
-		Nodes: cfg.Nodes, Dir: dir, BasePort: cfg.BasePort, Persistence: cfg.Persistence,
-		RedisServer: cfg.RedisServer, Logger: cfg.Logger, ClockShim: cfg.ClockShim,
-	})
+	nodes := make([]Node, cfg.Nodes)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Data: true}
+	}
+	return nodes, nil
+}
+
+// Programs implements Topology.
+func (mastersTopology) Programs(cfg Config) ([]string, error) { return redisPrograms(cfg) }
+
+// redisPrograms is the redis-server binary of cfg.
+func redisPrograms(cfg Config) ([]string, error) {
+	bin, err := FindRedisServer(cfg.RedisServer)
 	if err != nil {
-		return nil, fmt.Errorf("start redis-masters: %w", err)
+		return nil, err
 	}
-	var nodes []Node
-	for _, n := range cluster.Nodes() {
-		nodes = append(nodes, Node{Name: n.Name, Role: RoleMaster, Addr: n.Addr(), Data: true})
+	return []string{bin}, nil
+}
+
+// Clocks implements Topology: redis-server reads the time through libc, which the shim moves.
+func (mastersTopology) Clocks() error { return nil }
+
+// Traits implements Topology: independent masters talk to no other server; CLIENT PAUSE holds writes.
+func (mastersTopology) Traits() Traits { return Traits{Peers: false, WriteHolds: true} }
+
+func (mastersTopology) persistence(cfg Config) Persistence {
+	return persistence(cfg.Persistence)
+}
+
+// start runs every master with the redis-server of b (in parallel in containers) and links every
+// client group to each, unless direct.
+func (mastersTopology) start(ctx context.Context, b *bed, layout []Node) (System, error) {
+	if err := mastersUp(ctx, b, layout); err != nil {
+		b.backend.Close()
+		return nil, err
 	}
-	return newMasters(mastersBackend{cluster}, nodes, cfg.Groups, cfg.Direct)
+	return newMasters(b.backend, layout, b.cfg.Groups, b.cfg.Direct)
+}
+
+// mastersUp starts the masters and learns their addresses.
+func mastersUp(ctx context.Context, b *bed, layout []Node) error {
+	specs, err := mastersSpecs(b, layout)
+	if err != nil {
+		return err
+	}
+	if err := b.place(ctx, specs); err != nil {
+		return fmt.Errorf("start redis-masters%s: %w", b.where(), err)
+	}
+	var names []string
+	for _, n := range layout {
+		names = append(names, n.Name)
+	}
+	if err := b.startTogether(ctx, names); err != nil {
+		return fmt.Errorf("start redis-masters%s: %w", b.where(), err)
+	}
+	for i := range layout {
+		layout[i].Addr = b.t.addrOf(layout[i].Name)
+	}
+	return nil
+}
+
+// mastersSpecs are the masters' node specs: on loopback each on a port of its own
+// (Config.BasePort.. when given), in a container each on redis's port.
+func mastersSpecs(b *bed, layout []Node) ([]nodeSpec, error) {
+	var ports []net.Listener
+	if b.loopback {
+		var err error
+		if ports, err = b.reserve(len(layout)); err != nil {
+			return nil, err
+		}
+	}
+	bin := b.programs[0]
+	specs := make([]nodeSpec, len(layout))
+	for i, n := range layout {
+		nd := b.nodeDir(n.Name)
+		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: redisPort, shim: true, data: redisData(nd),
+			cmd: append([]string{bin}, RedisArgs("0.0.0.0", redisPort, nd, b.t.persist)...)}
+		if b.loopback {
+			port := ports[i].Addr().(*net.TCPAddr).Port
+			specs[i].addr, specs[i].reserved = ports[i].Addr().String(), ports[i]
+			specs[i].cmd = append([]string{bin}, RedisArgs("127.0.0.1", port, nd, b.t.persist)...)
+		}
+	}
+	return specs, nil
+}
+
+// redisData are the files of a redis node's data, which a start without data removes.
+func redisData(dir string) []string {
+	return []string{filepath.Join(dir, "dump.rdb"), filepath.Join(dir, "appendonlydir")}
+}
+
+// nodePorts holds count ports for local nodes: BasePort.. when given (each must be free), else
+// free ports below the ephemeral range (ReservePorts). Each stays held until its node
+// starts, so nothing else this process listens on can take it first.
+func nodePorts(count, base int) ([]net.Listener, error) {
+	if base == 0 {
+		return ReservePorts(count)
+	}
+	if base < 1024 || base+count-1 > 65535 {
+		return nil, fmt.Errorf("--base-port %d: the ports %d..%d must lie in 1024..65535", base, base, base+count-1)
+	}
+	var ls []net.Listener
+	for i := range count {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i)))
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, fmt.Errorf("port %d is in use: choose another --base-port, or omit it to use free ports", base+i)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // nodeBackend is a Backend that can stop everything it started.
@@ -71,59 +173,10 @@ func newMasters(b nodeBackend, nodes []Node, groups []string, direct bool) (*mas
 	return m, nil
 }
 
-// startMastersDocker runs redis-masters as containers: the same nodes, links and faults as the
-// local backend, with each node in its own network namespace.
-func startMastersDocker(ctx context.Context, cfg Config, dir string) (_ System, err error) {
-	if cfg.Docker.Engine != nil && !cfg.Docker.Engine.Local() {
-		return startMastersRemote(ctx, cfg, dir)
-	}
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
-	if err != nil {
-		return nil, err
-	}
-	files := []string{bin}
-	if cfg.ClockShim != "" {
-		files = append(files, cfg.ClockShim)
-	}
-	image, err := cfg.Docker.Engine.NodeImage(ctx, files)
-	if err != nil {
-		return nil, err
-	}
-	b, err := newDocker(ctx, cfg.Docker, cfg.ClockShim, persistence(cfg.Persistence), cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			b.Close()
-		}
-	}()
-	var nodes []Node
-	for i := range cfg.Nodes {
-		name := fmt.Sprintf("n%d", i+1)
-		n, err := b.addRedis(ctx, name, filepath.Join(dir, name), image, bin)
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, Node{Name: name, Role: RoleMaster, Addr: n.addr, Data: true})
-	}
-	// The containers start together: each takes the Engine a second or more.
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() { errs[i] = b.up(ctx, n.Name) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("start redis-masters on docker: %w", err)
-	}
-	return newMasters(b, nodes, cfg.Groups, cfg.Direct)
-}
-
 // persistence is p, or none when unset.
-func persistence(p clusters.Persistence) clusters.Persistence {
+func persistence(p Persistence) Persistence {
 	if p == "" {
-		return clusters.PersistNone
+		return PersistNone
 	}
 	return p
 }
@@ -200,28 +253,11 @@ func (m *masters) Ping(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	return clusters.PingOnce(ctx, addr)
+	return PingOnce(ctx, addr)
 }
 
 // Close implements System.
 func (m *masters) Close() error {
 	m.links.Close()
 	return m.backend.Close()
-}
-
-// mastersBackend is clusters.Local as a Backend.
-type mastersBackend struct{ *clusters.Local }
-
-// StartEmpty implements Backend: the node's data files go first, whatever the persistence.
-func (b mastersBackend) StartEmpty(ctx context.Context, node string) error {
-	n, err := b.Node(node)
-	if err != nil {
-		return err
-	}
-	if b.Running(node) {
-		return fmt.Errorf("node %s is already running", node)
-	}
-	os.Remove(filepath.Join(n.Dir, "dump.rdb"))
-	os.RemoveAll(filepath.Join(n.Dir, "appendonlydir"))
-	return b.Start(ctx, node)
 }

@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
+	"github.com/redis/go-redis/v9"
 )
 
 // holdWrites pauses client writes on the redis node at addr (CLIENT PAUSE WRITE, bounded by max so
 // that a stalled harness does not hold them forever), runs f, and lets the writes go. Reads go on
 // meanwhile, so f can look at the node's keys; writes that arrive wait and run after.
 func holdWrites(ctx context.Context, addr string, max time.Duration, f func(context.Context) error) error {
-	admin := clusters.AdminClient(addr)
+	admin := AdminClient(addr)
 	defer admin.Close()
 	pctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
@@ -38,4 +41,113 @@ func (r RedisNodes) HoldWrites(ctx context.Context, node string, max time.Durati
 		return fmt.Errorf("no node %q", node)
 	}
 	return holdWrites(ctx, addr, max, f)
+}
+
+// Persistence is how a node keeps its data across a restart.
+type Persistence string
+
+// Persistence settings.
+const (
+	// PersistNone keeps nothing: a restarted node comes back empty.
+	PersistNone Persistence = "none"
+	// PersistAOFEverysec appends every write and fsyncs once a second.
+	PersistAOFEverysec Persistence = "aof-everysec"
+	// PersistAOFAlways appends and fsyncs every write before replying.
+	PersistAOFAlways Persistence = "aof-always"
+)
+
+// ParsePersistence checks a persistence name.
+func ParsePersistence(s string) (Persistence, error) {
+	switch p := Persistence(s); p {
+	case PersistNone, PersistAOFEverysec, PersistAOFAlways:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown persistence %q: use none, aof-everysec or aof-always", s)
+}
+
+// ErrRedisMissing means no redis-server binary could be found.
+var ErrRedisMissing = errors.New("redis-server not found: install it with `apt-get install redis-server` (or set --redis-server to its path)")
+
+// AdminClient opens a client to addr that never retries a command and dials once, so the harness
+// sees a dead node at once instead of through go-redis's back-off.
+func AdminClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 2, DisableIdentity: true, Protocol: 2,
+		ContextTimeoutEnabled: true, // a caller's deadline bounds reads too, as readiness polls need
+	})
+}
+
+// FindRedisServer resolves the redis-server binary to an absolute path, or returns ErrRedisMissing.
+func FindRedisServer(path string) (string, error) {
+	if path == "" {
+		path = "redis-server"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return "", ErrRedisMissing
+	}
+	// Absolute, but not through EvalSymlinks: Redis picks its mode from argv[0], and Debian's
+	// redis-server is a symlink to redis-check-rdb.
+	return filepath.Abs(p)
+}
+
+// RedisArgs is the command line of a redis-server node listening on bind:port, with dir as its
+// working directory (an absolute path: its data and its log live there) and persistence p.
+func RedisArgs(bind string, port int, dir string, p Persistence) []string {
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", bind,
+		"--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"),
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--save", "",
+		"--appendfilename", "appendonly.aof",
+	}
+	switch p {
+	case PersistNone:
+		args = append(args, "--appendonly", "no")
+	case PersistAOFEverysec:
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+	case PersistAOFAlways:
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	return args
+}
+
+// PingOnce asks addr for PONG on a fresh connection. A fresh client each time: a go-redis pool that
+// saw a refused dial backs off for a second, which would add that second to every restart.
+func PingOnce(ctx context.Context, addr string) error {
+	rc := AdminClient(addr)
+	defer rc.Close()
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	return rc.Ping(pctx).Err()
+}
+
+// MeasureClockOffset is how far the clock of the Redis server at addr is from the harness's: its
+// TIME against the midpoint of the shortest of three round trips. Its error is about half that
+// round trip at most (microseconds here).
+func MeasureClockOffset(addr string) (time.Duration, error) {
+	rc := AdminClient(addr)
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// Connect first, so the round trip measured is one command, not a dial.
+	if err := rc.Ping(ctx).Err(); err != nil {
+		return 0, err
+	}
+	var best, rtt time.Duration = 0, -1
+	for range 3 {
+		before := time.Now()
+		t, err := rc.Time(ctx).Result()
+		after := time.Now()
+		if err != nil {
+			return 0, err
+		}
+		if d := after.Sub(before); rtt < 0 || d < rtt {
+			rtt, best = d, t.Sub(before.Add(d/2))
+		}
+	}
+	return best, nil
 }

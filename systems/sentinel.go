@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -114,37 +113,72 @@ type sentinelSys struct {
 	byKnown map[string]string // known address -> node
 }
 
-func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
+// sentinelTopology is redis-sentinel.
+type sentinelTopology struct{}
+
+// Name implements Topology.
+func (sentinelTopology) Name() string { return "redis-sentinel" }
+
+// Layout implements Topology: n1 the first primary, n2.. its replicas (default 2), s1.. the
+// sentinels (default 3).
+func (sentinelTopology) Layout(cfg Config) ([]Node, error) {
 	sc, err := cfg.Sentinel.resolve()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := filepath.Abs(cfg.Dir)
+	return sc.layout(), nil
+}
+
+// Programs implements Topology: the sentinels are redis-server too.
+func (sentinelTopology) Programs(cfg Config) ([]string, error) { return redisPrograms(cfg) }
+
+// Clocks implements Topology.
+func (sentinelTopology) Clocks() error { return nil }
+
+// Traits implements Topology: replicas, primary and sentinels talk to each other; CLIENT PAUSE holds writes.
+func (sentinelTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: true} }
+
+func (sentinelTopology) persistence(cfg Config) Persistence {
+	return persistence(cfg.Persistence)
+}
+
+// start places the nodes (their peer paths: links on loopback, the run's network in containers),
+// starts the data nodes, waits until every replica is in sync, then starts the sentinels.
+func (sentinelTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
+	sc, err := b.cfg.Sentinel.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("system redis-sentinel: %w", err)
-	}
-	bin, err := clusters.FindRedisServer(cfg.RedisServer)
-	if err != nil {
+		b.backend.Close()
 		return nil, err
 	}
-	persist := cfg.Persistence
-	if persist == "" {
-		persist = clusters.PersistNone
-	}
-	lb := newLocal(bin, cfg.ClockShim, persist, cfg.Logger)
-	s := &sentinelSys{
-		cfg: sc, backend: lb,
-		links: links.New(), nodes: sc.layout(), known: map[string]string{}, byKnown: map[string]string{},
-	}
-	s.router = links.NewRouter(s.links, cfg.Logger)
+	s := &sentinelSys{cfg: sc, backend: b.backend, links: links.New(), nodes: layout,
+		known: map[string]string{}, byKnown: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	reserved, err := clusters.ReservePorts(len(s.nodes))
+	if b.loopback {
+		err = s.placeLoopback(ctx, b)
+	} else {
+		err = s.placeContainers(ctx, b)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if err := s.startAll(ctx); err != nil {
+		return nil, fmt.Errorf("start redis-sentinel%s: %w", b.where(), err)
+	}
+	s.watch = newWatcher(s, b.cfg.Logger)
+	return s, nil
+}
+
+// placeLoopback declares the nodes as local processes, each known by the address of the router,
+// which sends each connection through the link of its source.
+func (s *sentinelSys) placeLoopback(ctx context.Context, b *bed) (err error) {
+	s.router = links.NewRouter(s.links, b.cfg.Logger)
+	reserved, err := ReservePorts(len(s.nodes))
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -156,27 +190,23 @@ func startSentinel(ctx context.Context, cfg Config) (sys System, err error) {
 	for i := range s.nodes {
 		s.nodes[i].Addr = reserved[i].Addr().String()
 	}
-	if err := s.addLinks(cfg.Groups); err != nil {
-		return nil, err
+	if err := s.addLinks(b.cfg.Groups); err != nil {
+		return err
 	}
 	for i, n := range s.nodes {
 		s.router.Source(n.Name, sourceIP(n, i))
 		known, err := s.router.Listen(n.Name, "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.known[n.Name], s.byKnown[known] = known, n.Name
 	}
 	for i, n := range s.nodes {
-		if err := s.declare(lb, dir, n, sourceIP(n, i), persist, reserved[i]); err != nil {
-			return nil, err
+		if err := s.declare(ctx, b.t, b.programs[0], b.dir, n, sourceIP(n, i), b.t.persist, reserved[i]); err != nil {
+			return err
 		}
 	}
-	if err := s.startAll(ctx); err != nil {
-		return nil, err
-	}
-	s.watch = newWatcher(s, cfg.Logger)
-	return s, nil
+	return nil
 }
 
 // sourceIP is the address node i binds its outgoing connections to, which tells the router who is
@@ -210,7 +240,7 @@ func (s *sentinelSys) addLinks(groups []string) error {
 }
 
 // declare writes a node's configuration file and declares its process to the backend.
-func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, persist clusters.Persistence, reserved net.Listener) error {
+func (s *sentinelSys) declare(ctx context.Context, lb *table, bin, dir string, n Node, source string, persist Persistence, reserved net.Listener) error {
 	nd := filepath.Join(dir, n.Name)
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
@@ -218,65 +248,96 @@ func (s *sentinelSys) declare(lb *local, dir string, n Node, source string, pers
 	_, port, _ := net.SplitHostPort(n.Addr)
 	_, knownPort, _ := net.SplitHostPort(s.known[n.Name])
 	_, primaryPort, _ := net.SplitHostPort(s.known[s.nodes[0].Name])
-	lines := []string{
-		"port " + port,
-		"bind 127.0.0.1",
-		"protected-mode no",
-		"daemonize no",
-		"dir " + nd,
-		"logfile " + filepath.Join(nd, "redis.log"),
-		// Every connection this node opens leaves from its own address: the router tells by it which
-		// link the connection takes.
-		"bind-source-addr " + source,
-	}
-	conf := filepath.Join(nd, "redis.conf")
-	args := []string{conf}
-	if n.Role == RoleSentinel {
-		conf = filepath.Join(nd, "sentinel.conf")
-		args = []string{conf, "--sentinel"}
-		lines = append(lines,
-			"sentinel announce-ip 127.0.0.1",
-			"sentinel announce-port "+knownPort,
-			"sentinel resolve-hostnames no",
-			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %s %d", MasterName, primaryPort, s.cfg.Quorum),
-			fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, s.cfg.DownAfter.Milliseconds()),
-			fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, s.cfg.FailoverTimeout.Milliseconds()),
-			fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
-		)
-	} else {
-		lines = append(lines,
-			`save ""`,
-			"appendfilename appendonly.aof",
-			// A replica is known by its router address, so the master lists it, and the sentinels
-			// reach it, through links.
-			"replica-announce-ip 127.0.0.1",
-			"replica-announce-port "+knownPort,
-			// The first sync and every resync start at once, not after Redis's 5 s default wait.
-			"repl-diskless-sync yes",
-			"repl-diskless-sync-delay 0",
-			fmt.Sprintf("min-replicas-to-write %d", s.cfg.MinReplicasToWrite),
-			fmt.Sprintf("min-replicas-max-lag %d", int(s.cfg.MinReplicasMaxLag/time.Second)),
-		)
-		lines = append(lines, persistLines(persist)...)
-		if n.Role == RoleReplica {
-			lines = append(lines, "replicaof 127.0.0.1 "+primaryPort)
-		}
-	}
-	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+	conf, body, args := s.conf(nd, n, persist, confAt{port: port, bind: "127.0.0.1", primary: "127.0.0.1 " + primaryPort,
+		announce: knownPort, source: source})
+	if err := os.WriteFile(conf, body, 0o644); err != nil {
 		return fmt.Errorf("node %s: write %s: %w", n.Name, conf, err)
 	}
 	var data []string
 	if n.Role != RoleSentinel {
-		data = []string{filepath.Join(nd, "dump.rdb"), filepath.Join(nd, "appendonlydir")}
+		data = redisData(nd)
 	}
-	return lb.add(&process{name: n.Name, dir: nd, args: args, addr: n.Addr, data: data, reserved: reserved})
+	_, err := lb.add(ctx, nodeSpec{name: n.Name, dir: nd, cmd: append([]string{bin}, args...), addr: n.Addr, data: data,
+		reserved: reserved, shim: true})
+	return err
 }
 
-func persistLines(p clusters.Persistence) []string {
+// confAt is where a node's configuration puts it: its port and bind address, the primary's
+// "ip port" as the servers know it and, on loopback, the port the node announces (its router
+// address's) and the source address of its connections.
+type confAt struct {
+	port, bind, primary string
+	announce, source    string
+}
+
+// conf is a node's configuration file (its path and content) and the server's arguments.
+func (s *sentinelSys) conf(nd string, n Node, persist Persistence, at confAt) (conf string, body []byte, args []string) {
+	lines := []string{
+		"port " + at.port,
+		"bind " + at.bind,
+		"protected-mode no",
+		"daemonize no",
+		"dir " + nd,
+		"logfile " + filepath.Join(nd, "redis.log"),
+	}
+	if at.source != "" {
+		// Every connection this node opens leaves from its own address: the router tells by it
+		// which link the connection takes.
+		lines = append(lines, "bind-source-addr "+at.source)
+	}
+	if n.Role == RoleSentinel {
+		conf = filepath.Join(nd, "sentinel.conf")
+		return conf, confBody(append(lines, s.sentinelLines(at)...)), []string{conf, "--sentinel"}
+	}
+	conf = filepath.Join(nd, "redis.conf")
+	lines = append(lines, s.dataLines(n, persist, at)...)
+	return conf, confBody(lines), []string{conf}
+}
+
+func confBody(lines []string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+
+// sentinelLines configure a sentinel: what it monitors, and how fast it fails over.
+func (s *sentinelSys) sentinelLines(at confAt) []string {
+	var lines []string
+	if at.announce != "" {
+		lines = append(lines, "sentinel announce-ip 127.0.0.1", "sentinel announce-port "+at.announce)
+	}
+	return append(lines,
+		"sentinel resolve-hostnames no",
+		fmt.Sprintf("sentinel monitor %s %s %d", MasterName, at.primary, s.cfg.Quorum),
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, s.cfg.DownAfter.Milliseconds()),
+		fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, s.cfg.FailoverTimeout.Milliseconds()),
+		fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
+	)
+}
+
+// dataLines configure a primary or a replica.
+func (s *sentinelSys) dataLines(n Node, persist Persistence, at confAt) []string {
+	lines := []string{`save ""`, "appendfilename appendonly.aof"}
+	if at.announce != "" {
+		// A replica is known by its router address, so the master lists it, and the sentinels
+		// reach it, through links.
+		lines = append(lines, "replica-announce-ip 127.0.0.1", "replica-announce-port "+at.announce)
+	}
+	lines = append(lines,
+		// The first sync and every resync start at once, not after Redis's 5 s default wait.
+		"repl-diskless-sync yes",
+		"repl-diskless-sync-delay 0",
+		fmt.Sprintf("min-replicas-to-write %d", s.cfg.MinReplicasToWrite),
+		fmt.Sprintf("min-replicas-max-lag %d", int(s.cfg.MinReplicasMaxLag/time.Second)),
+	)
+	lines = append(lines, persistLines(persist)...)
+	if n.Role == RoleReplica {
+		lines = append(lines, "replicaof "+at.primary)
+	}
+	return lines
+}
+
+func persistLines(p Persistence) []string {
 	switch p {
-	case clusters.PersistAOFEverysec:
+	case PersistAOFEverysec:
 		return []string{"appendonly yes", "appendfsync everysec"}
-	case clusters.PersistAOFAlways:
+	case PersistAOFAlways:
 		return []string{"appendonly yes", "appendfsync always"}
 	}
 	return []string{"appendonly no"}
@@ -306,7 +367,7 @@ func (s *sentinelSys) startAll(ctx context.Context) error {
 }
 
 func (s *sentinelSys) waitReplicasOnline(ctx context.Context, wait time.Duration) error {
-	admin := clusters.AdminClient(s.nodes[0].Addr)
+	admin := AdminClient(s.nodes[0].Addr)
 	defer admin.Close()
 	var last string
 	return poll(ctx, wait, func(ctx context.Context) (bool, error) {
@@ -401,7 +462,7 @@ func (s *sentinelSys) HoldWrites(ctx context.Context, node string, max time.Dura
 func (s *sentinelSys) Ping(ctx context.Context, node string) error {
 	for _, n := range s.nodes {
 		if n.Name == node {
-			return clusters.PingOnce(ctx, n.Addr)
+			return PingOnce(ctx, n.Addr)
 		}
 	}
 	return fmt.Errorf("no node %q", node)
@@ -430,4 +491,60 @@ func (s *sentinelSys) Close() error {
 	}
 	s.links.Close()
 	return err
+}
+
+// sentinelPort is the port of a sentinel in its container.
+const sentinelPort = 26379
+
+// placeContainers places the primary, its replicas and the sentinels each in a container (a pod)
+// of its own, talking to each other over their containers' addresses, which are also the addresses
+// the servers announce (a sentinel's "where is the master" answer, a replica's address in the
+// primary's list). Clients reach every node through their group's link, and map the announced
+// address to it by Endpoint.Known. A path between servers is cut by rules in the caller's
+// namespace (PeerCutter), not by a link.
+func (s *sentinelSys) placeContainers(ctx context.Context, b *bed) error {
+	bin := b.programs[0]
+	specs := make([]nodeSpec, len(s.nodes))
+	for i, n := range s.nodes {
+		port := redisPort
+		if n.Role == RoleSentinel {
+			port = sentinelPort
+		}
+		nd := b.nodeDir(n.Name)
+		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: port, peerPort: port, shim: true}
+		if n.Data {
+			specs[i].data = redisData(nd)
+		}
+	}
+	if err := b.place(ctx, specs); err != nil {
+		return fmt.Errorf("start redis-sentinel%s: %w", b.where(), err)
+	}
+	for i, n := range s.nodes {
+		known := b.peerAddr(n.Name, specs[i].port)
+		s.known[n.Name], s.byKnown[known] = known, n.Name
+		s.nodes[i].Addr = b.t.addrOf(n.Name)
+	}
+	for _, n := range s.nodes {
+		conf, body, args := s.dockerConf(b.nodeDir(n.Name), n, b.t.persist)
+		if err := b.writeFile(ctx, n.Name, conf, body); err != nil {
+			return err
+		}
+		b.t.setCmd(n.Name, append([]string{bin}, args...), nil)
+		for _, g := range b.cfg.Groups {
+			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dockerConf is a node's configuration in a container. Each server listens on every interface of
+// its container and is known by its container's address (s.known), so nothing needs announcing:
+// Sentinel monitors the primary's address, replicas replicate from it, and the sentinels find each
+// other by the addresses their hellos come from.
+func (s *sentinelSys) dockerConf(nd string, n Node, persist Persistence) (conf string, body []byte, args []string) {
+	_, port, _ := net.SplitHostPort(s.known[n.Name])
+	pip, pport, _ := net.SplitHostPort(s.known[s.nodes[0].Name])
+	return s.conf(nd, n, persist, confAt{port: port, bind: "0.0.0.0", primary: pip + " " + pport})
 }

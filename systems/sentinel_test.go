@@ -17,7 +17,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -35,7 +34,7 @@ func admin(t *testing.T, s *sentinelSys, node string) *redis.Client {
 	t.Helper()
 	for _, n := range s.nodes {
 		if n.Name == node {
-			rc := clusters.AdminClient(n.Addr)
+			rc := AdminClient(n.Addr)
 			t.Cleanup(func() { rc.Close() })
 			return rc
 		}
@@ -227,7 +226,7 @@ func TestFailoverRolesAgreeWithTheSentinels(t *testing.T) {
 func TestSentinelNodesDieWithAKilledHarness(t *testing.T) {
 	nodesDieWithAKilledHarness(t, "TestSentinelNodesDieWithAKilledHarness", "redis-sentinel", 6,
 		func(dir string) Config { return Config{Dir: dir, Groups: []string{"c1"}} },
-		func(sys System, node string) int { return sys.(*sentinelSys).backend.(*local).Pid(node) })
+		func(sys System, node string) int { return sys.(*sentinelSys).backend.(*table).Pid(node) })
 }
 
 // nodesDieWithAKilledHarness runs test again as a child process that starts system with cfg, prints

@@ -1,24 +1,26 @@
 // Package systems runs the systems under test: the nodes a lock needs, with their roles and every
 // network path between them and the clients.
 //
-// A System is started by a Backend (local child processes today), names the role of each node and
+// A system is a topology on a backend, never written out per pair. A Topology (one file per
+// family: masters.go, sentinel.go, etcd.go, listed in topology.go's registry) gives the nodes and
+// their first roles, the programs they run, its size rules, and the paths between its servers. A
+// backend (bed.go) is one node table (nodes.go: the lifecycle, written once) over a runner: local
+// child processes (runlocal.go), Docker (docker.go) or a remote Docker Engine (dockerremote.go);
+// external servers (external.go) refuse every node fault. A System names the role of each node and
 // reports the current one (a replica the sentinels promote becomes the primary), gives each client
 // group an endpoint per node through a link, and puts a link on every path between servers too, so
 // that a fault can cut replication or isolate a master from its sentinels while clients still reach
 // it. Nemeses and the harness speak to a system only through this package's interfaces, never to a
-// server family by assumption.
+// server family by assumption; Capabilities says before a run which node operations a pair offers.
 package systems
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/links"
 )
 
@@ -148,7 +150,7 @@ type Config struct {
 	// Groups are the client groups; each gets a link to every node a client may talk to.
 	Groups      []string
 	RedisServer string
-	Persistence clusters.Persistence
+	Persistence Persistence
 	// BasePort, when not zero, puts the nodes' own ports from BasePort on (redis-masters only).
 	BasePort int
 	// ClockShim, when set, is the clock shim every node runs with.
@@ -177,68 +179,6 @@ type Config struct {
 	KeyPrefix string
 	// MasterName is the name external sentinels monitor the primary under (BackendExternal).
 	MasterName string
-}
-
-// Names lists the systems Start knows.
-func Names() []string { return []string{"redis-masters", "redis-sentinel", "etcd"} }
-
-// Validate checks a system name.
-func Validate(name string) error {
-	if slices.Contains(Names(), name) {
-		return nil
-	}
-	return fmt.Errorf("unknown system %q: use one of %s", name, strings.Join(Names(), ", "))
-}
-
-// Layout lists the nodes a system of cfg will have, with their first roles, without starting
-// anything: what a configuration is checked against before a run.
-func Layout(name string, cfg Config) ([]Node, error) {
-	switch name {
-	case "redis-masters":
-		if cfg.Nodes < 1 {
-			return nil, fmt.Errorf("system redis-masters needs at least one node, got %d", cfg.Nodes)
-		}
-		nodes := make([]Node, cfg.Nodes)
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("n%d", i+1), Role: RoleMaster, Data: true}
-		}
-		return nodes, nil
-	case "redis-sentinel":
-		sc, err := cfg.Sentinel.resolve()
-		if err != nil {
-			return nil, err
-		}
-		return sc.layout(), nil
-	case "etcd":
-		ec, err := cfg.Etcd.resolve()
-		if err != nil {
-			return nil, err
-		}
-		return ec.layout(), nil
-	}
-	return nil, Validate(name)
-}
-
-// Start starts the named system and waits until it serves. On error nothing is left running.
-func Start(ctx context.Context, name string, cfg Config) (System, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	switch cfg.Backend {
-	case BackendDocker:
-		return startDocker(ctx, name, cfg)
-	case BackendExternal:
-		return startExternal(ctx, name, cfg)
-	}
-	switch name {
-	case "redis-masters":
-		return startMasters(ctx, cfg)
-	case "redis-sentinel":
-		return startSentinel(ctx, cfg)
-	case "etcd":
-		return startEtcd(ctx, cfg)
-	}
-	return nil, Validate(name)
 }
 
 // StaticRoles is the role view of a system that is not running: every node in its first role.

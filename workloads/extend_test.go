@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
 	"github.com/lockpick-dev/lockpick/workloads"
 )
 
 // runMutex runs m against one real node with the named lock and checks the history.
 func runMutex(t *testing.T, lock string, m workloads.Mutex, d time.Duration) *checker.Result {
 	t.Helper()
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockpick-dev/lockpick/clusters"
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Runs the workload against a real node that is stopped (requests time out: unknown outcomes), then
@@ -19,7 +19,7 @@ import (
 // an indeterminate result never acts again under its old id, and every failed acquire says whether
 // the lock was held or in error.
 func TestMutexRecordsWellFormedHistory(t *testing.T) {
-	c, err := clusters.StartLocal(context.Background(), clusters.Config{Nodes: 1, Dir: t.TempDir()})
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

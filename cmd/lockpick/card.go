@@ -79,6 +79,9 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 				listRows(cmd.OutOrStdout(), base, rows)
 				return nil
 			}
+			if err := checkFrom(from, base, rows); err != nil {
+				return err
+			}
 			c, err := newCardRun(cmd, base, rows, seeds, store, timeLimit)
 			if err != nil {
 				return err
@@ -105,6 +108,35 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 	f.BoolVar(&list, "list", false, "list the lock's rows (and why any is skipped) and run nothing")
 	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every row (default: each row's own, 8s to 40s)")
 	return cmd
+}
+
+// checkFrom refuses a --from that holds no run of this card before anything is written: a card of
+// runs that are not there would read as a card of failures.
+func checkFrom(from string, base harness.Config, rows []cardRow) error {
+	if from == "" {
+		return nil
+	}
+	fi, err := os.Stat(from)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("--from %s: not a directory: give the --store of an earlier card of %s (default store)", from, base.Lock)
+	}
+	for _, row := range rows {
+		if row.skip != "" {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(from, row.config(base).Name)); err == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return fmt.Errorf("--from %s: holds no run of a row of this card: run `%s --store %s` first", from, cardCommand(base), from)
+}
+
+// cardCommand is the command that makes base's card.
+func cardCommand(base harness.Config) string {
+	if base.Lock == locks.ClientLock {
+		return fmt.Sprintf("lockpick card --client-cmd '%s'", strings.Join(base.ClientCmd, " "))
+	}
+	return "lockpick card " + base.Lock
 }
 
 // cardLock sets the lock of a card: LOCK, or client when --client-cmd names a program.

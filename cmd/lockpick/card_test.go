@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
@@ -202,5 +203,49 @@ func TestCardErrorsNameRunsRelativeToTheStore(t *testing.T) {
 	err := fmt.Errorf("check /x/store/card-go-zero-node-pause/1: /x/store/card-go-zero-node-pause/1/history.jsonl: line 3: bad")
 	if got, want := relativeError("/x/store", err), "check card-go-zero-node-pause/1: card-go-zero-node-pause/1/history.jsonl: line 3: bad"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// card --from a directory with no run of the card refuses in one line, and writes no card.
+func TestCardFromRefusesAStoreWithoutItsRuns(t *testing.T) {
+	bin := build(t)
+	for _, from := range []string{filepath.Join(t.TempDir(), "no-such-store"), t.TempDir()} {
+		store := t.TempDir()
+		out, err := exec.Command(bin, "card", "single", "--from", from, "--store", store).CombinedOutput()
+		if code := exitCode(err); code != 255 || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), "--from") {
+			t.Errorf("--from %s: exit %d, want 255 with one line naming --from:\n%s", from, code, out)
+		}
+		if left, _ := os.ReadDir(store); len(left) != 0 {
+			t.Errorf("--from %s wrote into the store: %v", from, left)
+		}
+	}
+}
+
+// The time left is the remaining runs' plans, scaled by how long finished runs took beside their
+// plans, shared among the runs going at once.
+func TestCardTimeLeft(t *testing.T) {
+	for _, c := range []struct {
+		plannedLeft, ranPlan, ran time.Duration
+		parallel                  int
+		want                      time.Duration
+	}{
+		{10 * time.Minute, 0, 0, 2, 5 * time.Minute},                            // nothing ran yet: the plan
+		{10 * time.Minute, time.Minute, 2 * time.Minute, 2, 10 * time.Minute},   // runs take twice their plan
+		{10 * time.Minute, 2 * time.Minute, time.Minute, 1, 5 * time.Minute},    // and half
+		{0, 5 * time.Minute, 6 * time.Minute, 2, 0},                             // done
+		{-time.Minute, 5 * time.Minute, 6 * time.Minute, 2, 0},                  // runs left out: never negative
+		{3 * time.Minute, 3 * time.Minute, 3 * time.Minute, 0, 3 * time.Minute}, // parallel 0 taken as 1
+	} {
+		if got := timeLeft(c.plannedLeft, c.ranPlan, c.ran, c.parallel); got != c.want {
+			t.Errorf("timeLeft(%v, %v, %v, %d) = %v, want %v", c.plannedLeft, c.ranPlan, c.ran, c.parallel, got, c.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{
+		0: "nothing left", 3 * time.Second: "about 10 s left", 44 * time.Second: "about 40 s left",
+		150 * time.Second: "about 3 min left", 65 * time.Minute: "about 1 h 5 min left",
+	} {
+		if got := aboutLeft(d); got != want {
+			t.Errorf("aboutLeft(%v) = %q, want %q", d, got, want)
+		}
 	}
 }

@@ -163,8 +163,8 @@ func (c *cardRun) jobs() []cardJob {
 
 func (c *cardRun) runAll(parallel int) error {
 	jobs := c.jobs()
-	fmt.Fprintf(c.w, "card %s: %d rows (%d skipped), %d runs, seeds %v, %d at a time; about %v\n", c.card.Lock, c.rowsRun(), len(c.card.Rows)-c.rowsRun(),
-		len(jobs), c.seeds, parallel, (c.expected / time.Duration(parallel)).Round(time.Minute))
+	fmt.Fprintf(c.w, "card %s: %d rows (%d skipped), %d runs, seeds %v, %d at a time; about %s\n", c.card.Lock, c.rowsRun(), len(c.card.Rows)-c.rowsRun(),
+		len(jobs), c.seeds, parallel, roughDuration(timeLeft(c.expected, 0, 0, parallel)))
 	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
 		return err
 	}
@@ -229,33 +229,60 @@ func (c *cardRun) record(job cardJob, out *harness.Outcome, err error, took time
 		}
 	}
 	row.Runs = append(row.Runs, r)
-	fmt.Fprintf(c.w, "%s %-20s seed %d: %s\n", c.progress(total, parallel), row.ID, job.seed, runWords(r))
-	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
-		return err
+	// Progress goes to stderr: stdout is the card, which a user may redirect to a file.
+	fmt.Fprintln(c.cmd.ErrOrStderr(), c.progress(job, r, took, total, parallel))
+	if out != nil {
+		for _, u := range out.Unwritten {
+			fmt.Fprintf(c.cmd.ErrOrStderr(), "  warning: %s\n", u)
+		}
 	}
+	c.writeCard()
 	if c.cmd.Context().Err() != nil {
 		return fmt.Errorf("interrupted; partial card in %s", c.dir)
 	}
 	return nil
 }
 
-// progress is the head of a progress line: runs and rows done, time taken and an estimate of the
-// rest, from the remaining runs' plans scaled by how long the finished ones took beside theirs.
-func (c *cardRun) progress(total, parallel int) string {
-	rowsDone := 0
-	for i, row := range c.card.Rows {
-		if row.Skipped == "" && c.left[i] == 0 {
-			rowsDone++
-		}
+// progress is one run's progress line: how many runs are done, the row and seed, what the run
+// showed, how long it took and about how long the rest will take.
+func (c *cardRun) progress(job cardJob, r *results.CardRun, took time.Duration, total, parallel int) string {
+	left := timeLeft(c.expected-c.ranPlan, c.ranPlan, c.ran, parallel)
+	return fmt.Sprintf("run %d/%d %s seed %d: %s (%s, %s)", c.done, total, c.card.Rows[job.row].ID, job.seed, runWords(r),
+		roughDuration(took), aboutLeft(left))
+}
+
+// timeLeft estimates the wall time the remaining runs take: their plans (plannedLeft) scaled by how
+// long the finished runs took beside their own plans (ran against ranPlan; a loaded machine takes
+// longer than planned), shared among the runs going at once.
+func timeLeft(plannedLeft, ranPlan, ran time.Duration, parallel int) time.Duration {
+	rest := plannedLeft
+	if ranPlan > 0 {
+		rest = time.Duration(float64(rest) * float64(ran) / float64(ranPlan))
 	}
-	elapsed := time.Since(c.began)
-	rest := c.expected - c.ranPlan
-	if c.ranPlan > 0 {
-		rest = time.Duration(float64(rest) * float64(c.ran) / float64(c.ranPlan))
+	return max(rest/time.Duration(max(parallel, 1)), 0)
+}
+
+// roughDuration is a duration as a person reads it on a progress line: 12 s, 3 min, 1 h 5 min.
+func roughDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Round(time.Second)/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Round(time.Minute)/time.Minute))
 	}
-	rest /= time.Duration(parallel)
-	return fmt.Sprintf("[%d/%d runs, %d/%d rows, %v elapsed, ~%v left]", c.done, total, rowsDone, c.rowsRun(),
-		elapsed.Round(time.Second), max(rest, 0).Round(10*time.Second))
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%d h %d min", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+// aboutLeft says how long is left, or that nothing is.
+func aboutLeft(d time.Duration) string {
+	if d < time.Second {
+		return "nothing left"
+	}
+	if d < time.Minute {
+		d = max(d.Round(10*time.Second), 10*time.Second)
+	}
+	return "about " + roughDuration(d) + " left"
 }
 
 // runWords says what one run showed about the lock.
@@ -267,6 +294,9 @@ func runWords(r *results.CardRun) string {
 		words, at := "invalid", "—"
 		if r.First != nil {
 			words, at = results.FindingWords(r.First.Kind), checker.FormatTime(r.First.At)
+		}
+		if r.Findings != "" {
+			return fmt.Sprintf("%s: %s; the first, %s, at %s (%s)", results.Broke, r.Findings, words, at, r.Dir)
 		}
 		return fmt.Sprintf("%s: %s at %s (%s)", results.Broke, words, at, r.Dir)
 	case r.Verdict == checker.Valid.String():
@@ -355,9 +385,7 @@ func readRunConfig(dir string) (runConfig, error) {
 // could not judge, else 0.
 func (c *cardRun) finish() error {
 	c.card.Took = results.Duration(time.Since(c.began))
-	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
-		return err
-	}
+	c.writeCard()
 	fmt.Fprintln(c.w)
 	broke, unjudged := false, false
 	for _, row := range c.card.Rows {
@@ -391,6 +419,15 @@ func (c *cardRun) finish() error {
 		return exitError{2}
 	}
 	return nil
+}
+
+// writeCard rewrites the card. It is derived from the runs, each stored with its own verdict: a
+// card that cannot be written is a warning with its fix, and the card's verdict still decides the
+// exit code.
+func (c *cardRun) writeCard() {
+	if err := results.WriteLibraryCard(c.dir, c.card); err != nil {
+		fmt.Fprintf(c.w, "  warning: %v: %s\n", err, results.WriteFix(err))
+	}
 }
 
 // rowLine is a row's verdict in one line of the final table.

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,10 +53,15 @@ also rewrites results.json, summary.txt and the visualization there; for a file 
 			fmt.Fprint(cmd.OutOrStdout(), c.Result.Summary())
 			info, _ := results.ReadInfo(dir) // a run that crashed before its results has none
 			info.Dir = dir
-			if err := c.Write(info); err != nil {
-				// The verdict is what check is for; a directory it cannot write (a read-only
-				// copy of a run) does not change it.
-				fmt.Fprintf(cmd.ErrOrStderr(), "lockpick: %v (the verdict above stands)\n", err)
+			// The verdict is what check is for; a directory it cannot write (a read-only copy of
+			// a run, a full disk) does not change it.
+			var errs []error
+			if err := c.WriteRecord(info); err != nil {
+				errs = append(errs, err)
+			}
+			errs = append(errs, c.WriteDerived(info)...)
+			for _, err := range errs {
+				fmt.Fprintf(cmd.ErrOrStderr(), "lockpick: warning: %v: %s (the verdict above stands)\n", err, checkFix(err, dir))
 			}
 			return exitError{c.Result.Valid.ExitCode()}
 		},
@@ -68,7 +75,7 @@ func checkTarget(arg string) (dir, file string, err error) {
 	fi, err := os.Stat(arg)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", "", fmt.Errorf("%s does not exist: give a run directory (for example store/latest) or a history file", arg)
+			return "", "", missingTarget(arg)
 		}
 		return "", "", fmt.Errorf("check %s: %w", arg, err)
 	}
@@ -80,4 +87,25 @@ func checkTarget(arg string) (dir, file string, err error) {
 		return "", "", fmt.Errorf("%s holds no %s: give the directory of a run (for example store/latest) or a history file", arg, history.FileName)
 	}
 	return arg, file, nil
+}
+
+// checkFix names what to do about a file check could not write into the run directory dir.
+func checkFix(err error, dir string) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "free space where " + dir + " is, or check a copy of it made elsewhere"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return "make " + dir + " writable, or check a copy of it made elsewhere"
+	}
+	return "check a copy of " + dir + " made elsewhere"
+}
+
+// missingTarget says what to do about a check argument that does not exist: most often store/latest
+// before any run, where the fix is a run, not another path.
+func missingTarget(arg string) error {
+	store := filepath.Dir(filepath.Clean(arg))
+	if _, err := os.Stat(store); err != nil || filepath.Base(arg) == "latest" {
+		return fmt.Errorf("%s does not exist: no run is stored there yet; make one with `lockpick run --lock single --time-limit 10s --store %s`, then check %s again", arg, store, arg)
+	}
+	return fmt.Errorf("%s does not exist: give a run directory (ls %s lists them) or a history file", arg, store)
 }

@@ -24,6 +24,7 @@ func TestCheckHandMadeHistories(t *testing.T) {
 		rel0   = `{"index":5,"time":5000,"type":"invoke","process":0,"f":"release","key":"k","value":"a"}`
 		relOK0 = `{"index":6,"time":6000,"type":"ok","process":0,"f":"release","key":"k","value":"a"}`
 		fail1  = `{"index":4,"time":4000,"type":"fail","process":1,"f":"acquire","key":"k","reason":"held"}`
+		lost0  = `{"index":6,"time":6000,"type":"fail","process":0,"f":"release","key":"k","value":"a","reason":"lost"}`
 		done   = `{"index":7,"time":10000000000,"type":"ok","process":-2,"f":"run"}`
 	)
 	cases := []struct {
@@ -33,7 +34,8 @@ func TestCheckHandMadeHistories(t *testing.T) {
 		want  string // in stdout for a verdict, in the one-line stderr for 255
 	}{
 		{"valid", []string{run, acq0, ok0, acq1, fail1, rel0, relOK0, done}, 0, "verdict: VALID"},
-		{"overlap", []string{run, acq0, ok0, acq1, ok1, rel0, relOK0, done}, 1, "verdict: INVALID"},
+		{"overlap", []string{run, acq0, ok0, acq1, ok1, rel0, relOK0, done}, 1, "verdict: INVALID: 1 pair of overlapping holds\n"},
+		{"early lease loss", []string{run, acq0, ok0, acq1, fail1, rel0, lost0, done}, 1, "verdict: INVALID: 1 early lease loss\nfirst finding: early lease loss at 0.000s"},
 		{"empty", nil, 2, "unknown because the history is empty"},
 		{"blank lines only", []string{"", "  "}, 2, "unknown because the history is empty"},
 		{"killed", []string{run, acq0, ok0, acq1, fail1, rel0, relOK0}, 2, "unknown because the run was killed at 0.0s of 10.0s"},
@@ -72,8 +74,11 @@ func TestCheckHandMadeHistories(t *testing.T) {
 				}
 				continue
 			}
-			if !strings.Contains(stdout.String(), c.want) {
-				t.Errorf("%s: output lacks %q:\n%s", c.name, c.want, stdout.String())
+			if !strings.HasPrefix(stdout.String(), "verdict: ") || !strings.Contains(stdout.String(), c.want) {
+				t.Errorf("%s: output does not lead with its verdict or lacks %q:\n%s", c.name, c.want, stdout.String())
+			}
+			if strings.Contains(stdout.String(), "violations: 0") {
+				t.Errorf("%s: output says \"violations: 0\":\n%s", c.name, stdout.String())
 			}
 		}
 		// A run directory gets its results rewritten, with the same verdict.
@@ -108,5 +113,70 @@ func TestCheckRefusesBadArguments(t *testing.T) {
 		if code := exitCode(cmd.Run()); code != 255 || strings.Count(strings.TrimSpace(stderr.String()), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q; want 255 and one line", args, code, stderr.String())
 		}
+	}
+}
+
+// check of a run on a full disk: the verdict is printed and is the exit code; each file it could not
+// write is a warning that names the fix.
+func TestCheckOnAFullDiskKeepsTheVerdict(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	if os.Geteuid() != 0 {
+		t.Skip("a full file system needs a tmpfs mount, and mounting needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s)", err, out)
+	}
+	defer exec.Command("umount", "-l", dir).Run()
+	hist := strings.Join([]string{
+		`{"index":0,"time":0,"type":"invoke","process":-2,"f":"run","plan":{"lock":"single","workload":"mutex","keys":["k"],"clients":2,"ttl":1000000000,"time_limit":8000000000,"recovery":2000000000,"seed":1}}`,
+		`{"index":1,"time":1000,"type":"invoke","process":0,"f":"acquire","key":"k"}`,
+		`{"index":2,"time":2000,"type":"ok","process":0,"f":"acquire","key":"k","value":"a","deadline":900000000}`,
+		`{"index":3,"time":3000,"type":"invoke","process":1,"f":"acquire","key":"k"}`,
+		`{"index":4,"time":4000,"type":"ok","process":1,"f":"acquire","key":"k","value":"b","deadline":900000000}`,
+		`{"index":5,"time":10000000000,"type":"ok","process":-2,"f":"run"}`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), []byte(hist), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Fill what is left of the file system.
+	filler, _ := os.Create(filepath.Join(dir, "filler"))
+	for {
+		if _, err := filler.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "check", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitCode(cmd.Run()); code != 1 {
+		t.Fatalf("exit %d, want the verdict's 1\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "verdict: INVALID: 1 pair of overlapping holds\nfirst finding:") {
+		t.Errorf("stdout does not lead with the verdict:\n%s", stdout.String())
+	}
+	for _, want := range []string{"results.json", "summary.txt", "no space left on device", "free space where " + dir + " is", "the verdict above stands"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// check store/latest before any run says how to make one, not to check store/latest.
+func TestCheckWithNoStoreSaysHowToMakeOne(t *testing.T) {
+	t.Parallel()
+	bin := build(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "check", "store/latest")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	line := strings.TrimSpace(string(out))
+	if code := exitCode(err); code != 255 || strings.Contains(line, "\n") {
+		t.Fatalf("exit %d, want 255 and one line:\n%s", code, out)
+	}
+	if !strings.Contains(line, "lockpick run --lock single") || strings.Contains(line, "for example store/latest") {
+		t.Errorf("the error does not say how to make a run: %s", line)
 	}
 }

@@ -73,6 +73,19 @@ func TestDockerRunLeavesNothing(t *testing.T) {
 				if left.Empty() {
 					t.Fatal("a run killed by SIGKILL left nothing behind: the clean below proves nothing")
 				}
+				// A dry run names what the clean then removes, and removes nothing.
+				dout, err := exec.Command(bin, "clean", "--keep-images", "--dry-run").CombinedOutput()
+				if err != nil {
+					t.Fatalf("clean --dry-run: %v\n%s", err, dout)
+				}
+				for _, c := range append(left.Containers, left.Networks...) {
+					if !strings.Contains(string(dout), c) {
+						t.Errorf("clean --dry-run did not name %s:\n%s", c, dout)
+					}
+				}
+				if still, err := eng.Leftovers(context.Background(), store); err != nil || len(still.Containers) != len(left.Containers) {
+					t.Fatalf("clean --dry-run removed something: before %s, after %s (%v)", left, still, err)
+				}
 				cout, err := exec.Command(bin, "clean", "--keep-images").CombinedOutput()
 				if err != nil {
 					t.Fatalf("clean: %v\n%s", err, cout)

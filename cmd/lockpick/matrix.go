@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
 	"github.com/lockpick-dev/lockpick/nemesis"
@@ -32,11 +33,13 @@ func newMatrixCmd() *cobra.Command {
 		Short: "Run every lock under every nemesis with several seeds and write a report card",
 		Long: `matrix runs each cell (a lock under one --nemeses value) once per seed of --seeds, --parallel at a time,
 and writes a report card, report.md and report.json, into store/matrix/<timestamp>: per cell the
-verdicts, the number of violations, the time to the first violation, and availability.
+verdicts, the findings that made runs invalid, the time to the first, held (the share of the time
+the lock was held) and acquires ok (the share of acquires granted).
 
 --nemeses takes one cell per value; repeat the flag for more cells, and compose nemeses inside a
 cell with commas: --nemeses restart --nemeses partition:kind=client-minority,clock.
-It exits 0 when every run could be checked, 255 when a run could not start or crashed.`,
+It exits as run and card do: 1 when any run was invalid; else 255 when a run could not start or
+crashed; else 2 when any verdict was unknown; else 0 (every run valid).`,
 		Example: `  lockpick matrix --locks single,redlock --nemeses none --nemeses restart --nemeses clock:target=majority --seeds 1-3`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -97,16 +100,12 @@ It exits 0 when every run could be checked, 255 when a run could not start or cr
 			if err := m.runAll(cells, seeds); err != nil {
 				return err
 			}
-			crashed := m.crashed
 			fmt.Fprintf(w, "\n")
 			for _, c := range cells {
 				fmt.Fprintf(w, "%-8s %-40s %s\n", c.Lock, c.Nemesis, c.Tally())
 			}
 			fmt.Fprintf(w, "report card: %s, %s (%v)\n", filepath.Join(dir, results.CardMarkdown), filepath.Join(dir, results.CardJSON), time.Since(started).Round(time.Second))
-			if crashed {
-				return exitError{255}
-			}
-			return nil
+			return exitError{matrixExitCode(cells)}
 		},
 	}
 	f := cmd.Flags()
@@ -205,8 +204,7 @@ type matrixRun struct {
 	junit    *junitReport
 	parallel int
 
-	mu      sync.Mutex // the card, the cells' runs, the output
-	crashed bool
+	mu sync.Mutex // the card, the cells' runs, the output
 }
 
 type matrixJob struct {
@@ -236,40 +234,71 @@ func (m *matrixRun) run(job matrixJob, cells []*results.Cell) error {
 		progress = progressWriter()
 		fmt.Fprintf(m.w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, job.seed)
 	}
+	began := time.Now()
 	out, err := harness.Run(m.cmd.Context(), cfg, progress)
+	took := time.Since(began)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.parallel > 1 {
 		fmt.Fprintf(m.w, "%s under %s, seed %d: ", c.Lock, c.Nemesis, job.seed)
 	}
 	if err != nil {
-		m.crashed = true
-		c.Runs = append(c.Runs, &results.CellRun{Seed: job.seed, Error: err.Error(), FirstViolation: -1})
+		c.Runs = append(c.Runs, &results.CellRun{Seed: job.seed, Error: err.Error(), FirstViolation: -1, Took: results.Duration(took)})
 		fmt.Fprintf(m.w, "could not run: %v\n", err)
 	} else {
 		r := results.NewCellRun(job.seed, out.Dir, out.Result)
+		r.Took = results.Duration(took)
 		if runExitCode(out) == 2 {
 			r.Verdict = "unknown" // cut short: never valid
 		}
 		c.Runs = append(c.Runs, r)
-		fmt.Fprintf(m.w, "%s, %d violations\n", r.Verdict, r.Violations)
-		for _, warn := range out.Warnings {
+		fmt.Fprintln(m.w, r.Words())
+		for _, warn := range append(out.Warnings, out.Unwritten...) {
 			fmt.Fprintln(m.w, "  warning:", warn)
 		}
 	}
 	slices.SortFunc(c.Runs, func(a, b *results.CellRun) int { return cmp.Compare(a.Seed, b.Seed) })
-	// The card is rewritten after every run, so an interrupted matrix keeps what it did.
+	// The card is rewritten after every run, so an interrupted matrix keeps what it did. It is
+	// derived from the runs' own results: a card that cannot be written is a warning, the verdicts
+	// stand.
 	if err := results.WriteCard(m.dir, m.card); err != nil {
-		return err
+		fmt.Fprintf(m.w, "  warning: %v: %s\n", err, results.WriteFix(err))
 	}
 	m.junit.setCells(cells)
 	if err := m.junit.write(); err != nil {
-		return err
+		fmt.Fprintf(m.w, "  warning: %v\n", err)
 	}
 	if m.cmd.Context().Err() != nil {
 		return fmt.Errorf("interrupted; partial report card in %s", m.dir)
 	}
 	return nil
+}
+
+// matrixExitCode is the matrix's exit code, as a card's: 1 when any run was invalid; else 255 when
+// a run could not start or crashed; else 2 when a verdict was unknown; else 0.
+func matrixExitCode(cells []*results.Cell) int {
+	invalid, crashed, unknown := false, false, false
+	for _, c := range cells {
+		for _, r := range c.Runs {
+			switch {
+			case r.Error != "":
+				crashed = true
+			case r.Verdict == checker.Invalid.String():
+				invalid = true
+			case r.Verdict != checker.Valid.String():
+				unknown = true
+			}
+		}
+	}
+	switch {
+	case invalid:
+		return 1
+	case crashed:
+		return 255
+	case unknown:
+		return 2
+	}
+	return 0
 }
 
 // cellClient keeps --client-cmd and --client-capabilities for the client lock's cells alone.

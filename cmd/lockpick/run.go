@@ -68,27 +68,6 @@ may change it) and exits 0 when the run showed what the file expects, 1 when it 
 	return cmd
 }
 
-// runOnce runs cfg and prints its verdict; the exit code is the verdict's.
-func runOnce(cmd *cobra.Command, cfg harness.Config, junitPath string) error {
-	began := time.Now()
-	out, err := harness.Run(cmd.Context(), cfg, progressWriter())
-	j := newJUnit(junitPath, "lockpick run")
-	j.addRun(cfg, out, err, time.Since(began))
-	if jerr := j.write(); jerr != nil && err == nil {
-		err = jerr
-	}
-	if err != nil {
-		return err
-	}
-	w := cmd.OutOrStdout()
-	fmt.Fprint(w, out.Result.Summary())
-	printOutcome(w, out)
-	fmt.Fprintf(w, "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
-	fmt.Fprintf(w, "report: %s, %s, %s\n",
-		filepath.Join(out.Dir, results.ReportFile), filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile))
-	return exitError{runExitCode(out)}
-}
-
 // runFile runs a scenario file; only flags that do not change what it tests may be given with it.
 func runFile(cmd *cobra.Command, file string, set harness.Config) error {
 	if err := refuseWithFile(cmd.Flags(), file); err != nil {
@@ -119,6 +98,42 @@ func runFile(cmd *cobra.Command, file string, set harness.Config) error {
 
 func cmdLine() []string { return os.Args }
 
+// runOnce runs cfg and says its verdict the moment it is checked, before any file is written from
+// it; files that then cannot be written (a full disk, --junit) are warnings, and the exit code is
+// the verdict's.
+func runOnce(cmd *cobra.Command, cfg harness.Config, junitPath string) error {
+	w := cmd.OutOrStdout()
+	j := newJUnit(junitPath, "lockpick run")
+	began := time.Now()
+	out, err := harness.RunAnnounced(cmd.Context(), cfg, progressWriter(), func(out *harness.Outcome) {
+		fmt.Fprint(w, out.Result.Summary())
+		printOutcome(w, out)
+	})
+	j.addRun(cfg, out, err, time.Since(began))
+	jerr := j.write()
+	if err != nil {
+		return err
+	}
+	if jerr != nil {
+		out.Unwritten = append(out.Unwritten, jerr.Error())
+	}
+	fmt.Fprintf(w, "seed %d; run stored in %s\n", cfg.Seed, out.Dir)
+	if !printUnwritten(cmd.ErrOrStderr(), out.Unwritten) {
+		fmt.Fprintf(w, "report: %s, %s, %s\n",
+			filepath.Join(out.Dir, results.ReportFile), filepath.Join(out.Dir, results.SummaryFile), filepath.Join(out.Dir, results.ResultsFile))
+	}
+	return exitError{runExitCode(out)}
+}
+
+// printUnwritten warns of each file a run could not write after its verdict was said, and reports
+// whether there was any.
+func printUnwritten(w io.Writer, unwritten []string) bool {
+	for _, u := range unwritten {
+		fmt.Fprintf(w, "lockpick: warning: %s (the verdict above stands)\n", u)
+	}
+	return len(unwritten) > 0
+}
+
 // printOutcome says what the harness saw beside the verdict: the library the run tested, run
 // errors, overload warnings, and how much of the plan a run cut short had run.
 func printOutcome(w io.Writer, out *harness.Outcome) {
@@ -136,6 +151,9 @@ func printOutcome(w io.Writer, out *harness.Outcome) {
 	}
 	for _, e := range out.Notes {
 		fmt.Fprintln(w, "note:", e)
+	}
+	for _, u := range out.Unwritten {
+		fmt.Fprintf(w, "warning: %s (the verdict above stands)\n", u)
 	}
 	if out.StoppedEarly != "" {
 		fmt.Fprintf(w, "stopped early (--stop-at-first): %s\n", out.StoppedEarly)

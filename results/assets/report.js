@@ -11,6 +11,13 @@
   var C = { ok: "#2e9e4f", hold: "#3b6fd1", merged: "#7f9fde", fail: "#9aa0a6", err: "#b03030", info: "#e88a1a",
     fault: "rgba(245,166,35,", viol: "rgba(208,2,27,", overrun: "#8e44ad", stale: "#d0021b", lost: "#d0021b", token: "#8a5a00", early: "#d0021b", late: "#d0021b", deadlock: "#d0021b" };
   var LABEL = 92, NODE_H = 18, LANE_H = D.clients > 40 ? 10 : 18;
+  // A fault window is drawn at least MIN_FAULT px wide (a 5ms restart in a minute is a hairline);
+  // the tooltip gives its real times.
+  var MIN_FAULT = 6;
+  // What the last draw put where: the text labels and the fault windows of the node lanes, so that
+  // labels never collide (and the browser test can check they do not); axis.drawn has the axis's.
+  var drawn = { labels: [], faults: [] };
+  canvas.drawn = drawn;
 
   // Decode each slot's tuples into absolute times.
   function decode(flat, n, acc) {
@@ -58,6 +65,7 @@
     var g = canvas.getContext("2d");
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, width, height);
+    drawn.labels = []; drawn.faults = [];
     g.font = "11px system-ui, sans-serif";
     for (var s = 0; s < D.clients; s++) if (s % 2) { g.fillStyle = "#f4f6f9"; g.fillRect(0, laneY(s), width, LANE_H); }
     drawFaults(g);
@@ -66,24 +74,39 @@
     drawMarks(g);
     g.fillStyle = "#fff"; g.fillRect(0, 0, LABEL - 2, height);
     g.fillStyle = "#1d2330"; g.textBaseline = "middle";
-    nodes.forEach(function (n, i) { g.fillText("node " + n.name, 4, i * NODE_H + NODE_H / 2); });
-    if (LANE_H >= 10) for (s = 0; s < D.clients; s++) if (LANE_H >= 14 || s % 5 === 0) g.fillText("slot " + s, 4, laneY(s) + LANE_H / 2);
+    nodes.forEach(function (n, i) { label(g, fitText(g, "node " + n.name, LABEL - 8), 4, i * NODE_H, NODE_H, LABEL - 4); });
+    if (LANE_H >= 10) for (s = 0; s < D.clients; s++) if (LANE_H >= 14 || s % 5 === 0) label(g, "slot " + s, 4, laneY(s), LANE_H, LABEL - 4);
     if (topH) { g.fillStyle = "#b7bec8"; g.fillRect(0, topH - 3, width, 1); }
     drawAxis();
     rangeEl.textContent = fmt(v0) + " – " + fmt(v1) + " (" + span(v1 - v0) + ")";
   }
 
+  // faultBox is where a fault window is drawn: at least MIN_FAULT wide, inside the plot.
+  function faultBox(f) {
+    var x0 = Math.max(X(f.s), LABEL), x1 = Math.min(X(f.e), width);
+    if (X(f.e) < LABEL || X(f.s) > width) return null;
+    if (x1 - x0 < MIN_FAULT) { x0 = Math.min(x0, width - MIN_FAULT); x1 = x0 + MIN_FAULT; }
+    return [x0, x1];
+  }
+
   function drawFaults(g) {
+    var ends = nodes.map(function () { return LABEL; }); // where each node lane's last label ends
     faults.forEach(function (f) {
-      rect(g, f.s, f.e, topH, height - topH, C.fault + "0.13)", 1);
+      var box = faultBox(f);
+      if (!box) return;
+      g.fillStyle = C.fault + "0.13)"; g.fillRect(box[0], topH, box[1] - box[0], height - topH);
       nodes.forEach(function (n, i) {
-        if (!f.nodes || !f.nodes.length || f.nodes.indexOf(n.name) >= 0) {
-          rect(g, f.s, f.e, i * NODE_H + 2, NODE_H - 4, C.fault + "0.75)", 2);
-          var x = Math.max(X(f.s), LABEL) + 3;
-          if (X(f.e) - x > 40) { g.fillStyle = "#5a3b00"; g.textBaseline = "middle"; g.fillText(f.name, x, i * NODE_H + NODE_H / 2); }
+        if (f.nodes && f.nodes.length && f.nodes.indexOf(n.name) < 0) return;
+        g.fillStyle = C.fault + "0.75)"; g.fillRect(box[0], i * NODE_H + 2, box[1] - box[0], NODE_H - 4);
+        drawn.faults.push([box[0], i * NODE_H + 2, box[1], i * NODE_H + NODE_H - 2]);
+        // The name only inside its window, and only clear of the lane's last label.
+        var x = box[0] + 3, w = g.measureText(f.name).width;
+        if (x + w <= box[1] - 2 && x >= ends[i] + 4) {
+          g.fillStyle = "#5a3b00"; label(g, f.name, x, i * NODE_H, NODE_H, box[1]);
+          ends[i] = x + w;
         }
       });
-      (f.slots || []).forEach(function (s) { rect(g, f.s, f.e, laneY(s), LANE_H, C.fault + "0.55)", 2); });
+      (f.slots || []).forEach(function (s) { g.fillStyle = C.fault + "0.55)"; g.fillRect(box[0], laneY(s), box[1] - box[0], LANE_H); });
     });
     nodes.forEach(function (n, i) {
       (n.offsets || []).forEach(function (o) {
@@ -91,10 +114,28 @@
         var x = X(o[0]);
         if (x < LABEL || x > width) return;
         g.fillStyle = C.overrun; g.fillRect(x, i * NODE_H, 1.5, NODE_H);
-        var txt = "clock " + (o[1] >= 0 ? "+" : "") + (o[1] / 1e9).toFixed(3) + "s";
-        g.fillText(txt, x + 3, i * NODE_H + NODE_H / 2);
+        var txt = "clock " + (o[1] >= 0 ? "+" : "") + (o[1] / 1e9).toFixed(3) + "s", w = g.measureText(txt).width;
+        // Right of the step where it fits, else left of it; left out when both would collide.
+        var lx = x + 3 + w <= width - 2 ? x + 3 : x - 3 - w;
+        if (lx >= ends[i] + 4 && lx >= LABEL) { label(g, txt, lx, i * NODE_H, NODE_H, width); ends[i] = lx + w; }
       });
     });
+  }
+
+  // label writes text at x, centred in the lane [y, y+h), and records its box.
+  function label(g, text, x, y, h, limit) {
+    var w = g.measureText(text).width;
+    if (x + w > limit) return;
+    g.textBaseline = "middle";
+    g.fillText(text, x, y + h / 2);
+    drawn.labels.push([x, y + h / 2 - 6, x + w, y + h / 2 + 6, text]);
+  }
+
+  // fitText shortens text with an ellipsis to at most w px.
+  function fitText(g, text, w) {
+    if (g.measureText(text).width <= w) return text;
+    while (text.length > 1 && g.measureText(text + "…").width > w) text = text.slice(0, -1);
+    return text + "…";
   }
 
   function drawViolations(g) {
@@ -142,25 +183,35 @@
       g.fillStyle = C[m.kind] || "#000";
       // Marks of one place side by side: overrun left, stale write middle, lost update right.
       var dx = { overrun: -11, stale: -4, lost: 4, token: -4, early: -4, late: -4 }[m.kind] || -4;
-      g.fillText(glyph[m.kind] || "•", x + dx, laneY(m.slot) + LANE_H / 2);
+      var txt = glyph[m.kind] || "•";
+      // A mark at the very end of the run stays whole inside the canvas.
+      g.fillText(txt, Math.min(x + dx, width - g.measureText(txt).width - 1), laneY(m.slot) + LANE_H / 2);
     });
     g.font = "11px system-ui, sans-serif";
   }
 
   function drawAxis() {
-    var g = axis.getContext("2d"), w = axis.clientWidth;
+    var g = axis.getContext("2d"), w = axis.clientWidth, boxes = [];
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, 26);
-    g.font = "11px system-ui, sans-serif"; g.fillStyle = "#5f6877"; g.textAlign = "center";
+    g.font = "11px system-ui, sans-serif"; g.fillStyle = "#5f6877"; g.textAlign = "left"; g.textBaseline = "middle";
+    function put(text, x) {
+      var tw = g.measureText(text).width;
+      if (boxes.length && x < boxes[boxes.length - 1][2] + 4) return;
+      g.fillText(text, x, 10);
+      boxes.push([x, 4, x + tw, 16, text]);
+    }
+    put("run time →", 2);
     var raw = (v1 - v0) / 10, p = Math.pow(10, Math.floor(Math.log10(raw))), step = p;
     [1, 2, 5, 10].some(function (m) { step = m * p; return step >= raw; });
     var dec = Math.max(0, Math.ceil(-Math.log10(step / 1e6)));
     for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
-      var x = X(t);
+      var x = X(t), text = (t / 1e6).toFixed(dec) + "s", tw = g.measureText(text).width;
       g.fillRect(x, 18, 1, 8);
-      g.fillText((t / 1e6).toFixed(dec) + "s", x, 10);
+      // Centred on its tick, but never past the right edge (the run's last tick is at it).
+      put(text, Math.min(x - tw / 2, w - 2 - tw));
     }
-    g.textAlign = "left"; g.fillText("run time →", 2, 10);
+    axis.drawn = boxes;
   }
 
   function zoom(factor, at) {
@@ -179,8 +230,9 @@
       if (!n) return "";
       var out = [];
       faults.forEach(function (f) {
-        if (t >= f.s - tol && t <= f.e + tol && (!f.nodes || !f.nodes.length || f.nodes.indexOf(n.name) >= 0))
-          out.push(f.name + " " + (f.nodes || []).join(" ") + " [" + fmt(f.s) + ", " + fmt(f.e) + "]" + (f.healed ? "" : " not healed"));
+        var b = faultBox(f), over = b && x >= b[0] && x <= b[1];
+        if ((over || t >= f.s - tol && t <= f.e + tol) && (!f.nodes || !f.nodes.length || f.nodes.indexOf(n.name) >= 0))
+          out.push(f.name + " " + (f.nodes || []).join(" ") + " [" + fmt(f.s) + ", " + fmt(f.e) + "], " + span(f.e - f.s) + (f.healed ? "" : " not healed"));
       });
       return out.join("\n");
     }

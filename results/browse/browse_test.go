@@ -60,7 +60,7 @@ func makeStore(t testing.TB, n int) string {
 func fakeResult(i int) *checker.Result {
 	r := &checker.Result{Valid: checker.Valid, LockValid: checker.Valid, Porcupine: "ok", Violations: []checker.Violation{}, Overruns: []checker.Overrun{}}
 	r.Stats.Acquires = checker.Counts{OK: 100 + i, Fail: 5000}
-	r.Stats.Availability = float64(r.Stats.Acquires.OK) / float64(r.Stats.Acquires.Total())
+	r.Stats.AcquiresOKShare = float64(r.Stats.Acquires.OK) / float64(r.Stats.Acquires.Total())
 	if i%3 == 0 {
 		r.Valid, r.LockValid, r.Porcupine = checker.Invalid, checker.Invalid, "illegal"
 		for v := range 50 {

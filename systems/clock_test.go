@@ -1,4 +1,4 @@
-package clusters
+package systems
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func startShimmed(t *testing.T, nodes int) *Local {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartLocal(context.Background(), Config{Nodes: nodes, Dir: t.TempDir(), ClockShim: shim})
+	c, err := StartLocal(context.Background(), LocalConfig{Nodes: nodes, Dir: t.TempDir(), ClockShim: shim})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package clusters
+package systems
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 
 func startCluster(t *testing.T, nodes int, p Persistence) *Local {
 	t.Helper()
-	c, err := StartLocal(context.Background(), Config{Nodes: nodes, Dir: t.TempDir(), Persistence: p})
+	c, err := StartLocal(context.Background(), LocalConfig{Nodes: nodes, Dir: t.TempDir(), Persistence: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +25,7 @@ func startCluster(t *testing.T, nodes int, p Persistence) *Local {
 	return c
 }
 
-func client(t *testing.T, n *Node) *redis.Client {
+func client(t *testing.T, n *LocalNode) *redis.Client {
 	t.Helper()
 	rc := n.Admin()
 	t.Cleanup(func() { rc.Close() })
@@ -82,14 +81,14 @@ func TestBasePortInUseIsAClearError(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	_, err = StartLocal(context.Background(), Config{Nodes: 1, Dir: t.TempDir(), BasePort: port})
+	_, err = StartLocal(context.Background(), LocalConfig{Nodes: 1, Dir: t.TempDir(), BasePort: port})
 	if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), "--base-port") {
 		t.Fatalf("want an error naming the port in use and --base-port, got %v", err)
 	}
 }
 
 func TestMissingRedisServerNamesTheInstall(t *testing.T) {
-	_, err := StartLocal(context.Background(), Config{Nodes: 1, Dir: t.TempDir(), RedisServer: "/nonexistent/redis-server"})
+	_, err := StartLocal(context.Background(), LocalConfig{Nodes: 1, Dir: t.TempDir(), RedisServer: "/nonexistent/redis-server"})
 	if err == nil || !strings.Contains(err.Error(), "apt-get install redis-server") {
 		t.Fatalf("want the install command, got %v", err)
 	}
@@ -99,7 +98,7 @@ func TestMissingRedisServerNamesTheInstall(t *testing.T) {
 // cluster, prints the node pids, and is SIGKILLed. Every node must die with it.
 func TestNodesDieWithAKilledHarness(t *testing.T) {
 	if os.Getenv("LOCKPICK_ORPHAN_CHILD") != "" {
-		c, err := StartLocal(context.Background(), Config{Nodes: 3, Dir: os.Getenv("LOCKPICK_ORPHAN_CHILD")})
+		c, err := StartLocal(context.Background(), LocalConfig{Nodes: 3, Dir: os.Getenv("LOCKPICK_ORPHAN_CHILD")})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
@@ -154,24 +153,11 @@ func TestNodesDieWithAKilledHarness(t *testing.T) {
 	}
 }
 
-// alive reports whether pid is a live, non-zombie process.
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(b))
-	return len(fields) > 2 && fields[2] != "Z"
-}
-
 // A relative directory, as the default --store gives, still starts every node: the paths a node
 // sees are absolute.
 func TestRelativeDirStartsNodes(t *testing.T) {
 	t.Chdir(t.TempDir())
-	c, err := StartLocal(context.Background(), Config{Nodes: 2, Dir: filepath.Join("store", "run", "nodes"), Persistence: PersistAOFAlways})
+	c, err := StartLocal(context.Background(), LocalConfig{Nodes: 2, Dir: filepath.Join("store", "run", "nodes"), Persistence: PersistAOFAlways})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +184,7 @@ func TestFailedStartQuotesTheNodesOwnOutput(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := StartLocal(context.Background(), Config{Nodes: 1, Dir: t.TempDir(), RedisServer: bin})
+	_, err := StartLocal(context.Background(), LocalConfig{Nodes: 1, Dir: t.TempDir(), RedisServer: bin})
 	if err == nil {
 		t.Fatal("a node that exits at once started")
 	}
