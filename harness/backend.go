@@ -94,7 +94,7 @@ func (c *Config) resolveExternal() error {
 	if c.BasePort != 0 || c.RedisServer != "" {
 		return fmt.Errorf("--base-port and --redis-server choose the nodes lockpick starts; with --backend external the servers are --endpoints: drop them")
 	}
-	if c.System == "redis-sentinel" {
+	if c.traits().Discovers {
 		if c.MasterName == "" {
 			return fmt.Errorf("--lock %s on --backend external: the --endpoints are sentinels; add --master-name, the name they monitor the primary under", c.Lock)
 		}

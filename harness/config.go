@@ -191,7 +191,7 @@ func (c *Config) Resolve() error {
 	if err := c.resolveSizes(); err != nil {
 		return err
 	}
-	if needs, err := locks.NeedsOf(c.Lock); err == nil && needs.System != "redis-sentinel" && c.Backend == systems.BackendExternal && c.Nodes == 0 {
+	if needs, err := locks.NeedsOf(c.Lock); err == nil && !systemTraits(needs.System).Discovers && c.Backend == systems.BackendExternal && c.Nodes == 0 {
 		// The endpoints are the nodes; the lock then checks their number as it would --nodes.
 		c.Nodes = len(c.Endpoints)
 	}
@@ -339,47 +339,34 @@ func (c *Config) resolveSystem() error {
 	if c.System != needs.System {
 		return fmt.Errorf("--system %s: --lock %s runs on %s: drop --system", c.System, c.Lock, needs.System)
 	}
-	if c.EtcdServer != "" && c.System != "etcd" {
+	t, err := systems.Lookup(c.System)
+	if err != nil {
+		return fmt.Errorf("--system: %w", err)
+	}
+	if c.EtcdServer != "" && t.Traits().Server != "etcd-server" {
 		return fmt.Errorf("--etcd-server chooses the etcd of the etcd system, and --lock %s runs on %s: drop it", c.Lock, c.System)
 	}
-	switch c.System {
-	case "redis-masters":
-		if c.Replicas != 0 || c.Sentinels != 0 {
-			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on redis-masters: drop them (or use --nodes)", c.Lock)
-		}
+	size := systems.Size{Nodes: c.Nodes, Replicas: c.Replicas, Sentinels: c.Sentinels, External: c.Backend == systems.BackendExternal, Lock: c.Lock}
+	if err := t.Size(&size); err != nil {
+		return err
+	}
+	c.Nodes, c.Replicas, c.Sentinels = size.Nodes, size.Replicas, size.Sentinels
+	if t.Traits().LockSized {
 		return c.resolveNodes(needs.Nodes)
-	case "etcd":
-		if c.Replicas != 0 || c.Sentinels != 0 {
-			return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on etcd: drop them (--nodes sets the members)", c.Lock)
-		}
-		if c.Nodes < 0 || c.Nodes > 9 {
-			return fmt.Errorf("--nodes %d: an etcd cluster here has 1 to 9 members: use --nodes 3 (the default) or 5", c.Nodes)
-		}
-		if c.Nodes == 0 {
-			c.Nodes = 3
-		}
-		return nil
-	case "redis-sentinel":
-		if c.Backend == systems.BackendExternal && (c.Replicas != 0 || c.Sentinels != 0) {
-			return fmt.Errorf("--replicas and --sentinels size the sentinel system lockpick starts; on --backend external the sentinels report them: drop them")
-		}
-		if c.Nodes != 0 {
-			return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", c.Lock)
-		}
-		if c.Replicas < 0 || c.Sentinels < 0 {
-			return fmt.Errorf("--replicas and --sentinels must be at least 1, got %d and %d", c.Replicas, c.Sentinels)
-		}
-		if c.Replicas == 0 {
-			c.Replicas = 2
-		}
-		if c.Sentinels == 0 {
-			c.Sentinels = 3
-		}
-		if _, err := systems.Layout(c.System, c.systemConfig("", "", nil)); err != nil {
-			return fmt.Errorf("--replicas %d --sentinels %d: %w", c.Replicas, c.Sentinels, err)
-		}
 	}
 	return nil
+}
+
+// traits are what the run's system is, as far as a configuration must know.
+func (c *Config) traits() systems.Traits { return systemTraits(c.System) }
+
+// systemTraits are the named system's traits; none for an unknown one (Resolve refuses it).
+func systemTraits(system string) systems.Traits {
+	t, err := systems.Lookup(system)
+	if err != nil {
+		return systems.Traits{}
+	}
+	return t.Traits()
 }
 
 // systemConfig is the configuration of the run's system, its nodes under dir.
@@ -492,8 +479,8 @@ func (c *Config) Expiry() time.Duration {
 	switch {
 	case err == nil && k.Open && c.WatchdogTimeout > 0:
 		return time.Duration(c.WatchdogTimeout)
-	case err == nil && k.System == "etcd":
-		return (time.Duration(c.TTL) + time.Second - 1).Truncate(time.Second) + systems.EtcdElectionTimeout
+	case err == nil:
+		return systemTraits(k.System).Expiry(time.Duration(c.TTL))
 	}
 	return time.Duration(c.TTL)
 }

@@ -24,7 +24,7 @@ func DryRun(cfg Config) (string, error) {
 	p("lock %s on %s, backend %s, seed %d", cfg.Lock, cfg.System, cfg.Backend, cfg.Seed)
 	switch cfg.Backend {
 	case systems.BackendExternal:
-		if cfg.System == "redis-sentinel" {
+		if cfg.traits().Discovers {
 			p("  sentinels %s: someone else's; the primary, its replicas and the other sentinels are what they report for master %q when the run starts; lockpick connects to each as a client only", strings.Join(cfg.Endpoints, ", "), cfg.MasterName)
 			break
 		}
@@ -34,13 +34,13 @@ func DryRun(cfg Config) (string, error) {
 	case systems.BackendDocker:
 		if !containers.IsLocalHost(cfg.DockerHost) {
 			p("  %d nodes on the remote Docker Engine %s, each a pod of two containers (a network holder publishing the node's port on the Engine host, and the node's own container), of a node image built from this host's binaries, on a new private bridge network there, removed at the end", len(cfg.layout()), cmp.Or(cfg.DockerHost, os.Getenv("DOCKER_HOST")))
-			if cfg.System != "redis-masters" {
+			if cfg.traits().Peers {
 				p("  the servers talk to each other over their holders' addresses; a cut of a path between servers is iptables rules in the calling node's holder, and its latency sends the path's packets there to a queue of its own (NFQUEUE, --queue-bypass) that lockpick's own binary, packed into the node image and run in the holder, holds each packet in for half the delay each way")
 			}
 			break
 		}
 		p("  %d nodes as containers of a node image built from this host's binaries, on a new private bridge network, removed at the end", len(cfg.layout()))
-		if cfg.System != "redis-masters" {
+		if cfg.traits().Peers {
 			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace, and its latency sends the path's packets there to a queue of its own (NFQUEUE, --queue-bypass) that lockpick holds each packet in for half the delay each way")
 		}
 	default:
@@ -49,18 +49,10 @@ func DryRun(cfg Config) (string, error) {
 	p("faults this system on backend %s can take: %s", cfg.Backend, strings.Join(cfg.offer.Kinds(), ", "))
 	p("clients: %d processes in %d groups, each group through its own in-harness proxy to every node", cfg.Clients, cfg.ClientGroups)
 	p("keys: %s", strings.Join(cfg.KeyNames(), ", "))
-	etcd := cfg.System == "etcd"
-	if etcd {
-		p("  the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL")
-	} else {
-		p("  the lock's commands (SET NX PX, compare-and-delete and extend scripts, GET, the lease probe's reads) touch only these keys and keys named after them (a fencing token's counter lockpick:token:KEY)")
-	}
+	tr := cfg.traits()
+	p("  %s", tr.Keys)
 	if cfg.Backend == systems.BackendExternal {
-		if etcd {
-			p("at the end: one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member", cfg.KeyPrefix)
-		} else {
-			p("at the end: on every endpoint (with sentinels, on the primary they name then), SCAN MATCH *%s* and UNLINK what it finds; lockpick never sends FLUSHALL, FLUSHDB, CONFIG, CLIENT PAUSE, SHUTDOWN, DEBUG or a SENTINEL command that changes anything, and never kills, pauses or restarts a server", cfg.KeyPrefix)
-		}
+		p("at the end: "+tr.Cleanup, cfg.KeyPrefix)
 		p("  (the key prefix is drawn anew for each run)")
 	}
 	p("time: %v of faults, then %v of recovery", time.Duration(cfg.TimeLimit), time.Duration(cfg.Recovery))

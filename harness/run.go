@@ -202,12 +202,13 @@ func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog
 // a nemesis needs it. Only runs that move clocks load the shim: other runs use the nodes unmodified,
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
-	if (cfg.System != "etcd" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
+	server := cfg.traits().Server
+	if (server == "redis-server" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
 		if _, err := systems.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
-	if cfg.System == "etcd" && cfg.Backend != systems.BackendExternal {
+	if server == "etcd-server" && cfg.Backend != systems.BackendExternal {
 		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
 		if err != nil {
 			return "", err

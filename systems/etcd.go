@@ -127,7 +127,26 @@ var errEtcdClock = errors.New("etcd members are Go programs that read the time w
 func (etcdTopology) Clocks() error { return errEtcdClock }
 
 // Traits implements Topology: members talk raft to each other; a member cannot hold writes back.
-func (etcdTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: false} }
+func (etcdTopology) Traits() Traits {
+	return Traits{
+		Peers: true, Server: "etcd-server", WholeSecondLeases: true, LeaseGrace: EtcdElectionTimeout,
+		Keys:    "the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL",
+		Cleanup: "one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member",
+	}
+}
+
+// Size implements Topology: --nodes members, 1 to 9 (3).
+func (etcdTopology) Size(s *Size) error {
+	switch {
+	case s.Replicas != 0 || s.Sentinels != 0:
+		return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on etcd: drop them (--nodes sets the members)", s.Lock)
+	case s.Nodes < 0 || s.Nodes > 9:
+		return fmt.Errorf("--nodes %d: an etcd cluster here has 1 to 9 members: use --nodes 3 (the default) or 5", s.Nodes)
+	case s.Nodes == 0:
+		s.Nodes = 3
+	}
+	return nil
+}
 
 // persistence implements Topology: a member always keeps its data directory; a start without it
 // is StartEmpty's (etcdBackend), which replaces the member.

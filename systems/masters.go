@@ -58,7 +58,17 @@ func redisPrograms(cfg Config) ([]string, error) {
 func (mastersTopology) Clocks() error { return nil }
 
 // Traits implements Topology: independent masters talk to no other server; CLIENT PAUSE holds writes.
-func (mastersTopology) Traits() Traits { return Traits{Peers: false, WriteHolds: true} }
+func (mastersTopology) Traits() Traits {
+	return Traits{WriteHolds: true, LockSized: true, Server: "redis-server", Keys: redisKeys, Cleanup: redisCleanup}
+}
+
+// Size implements Topology: the masters are counted by --nodes, which the lock rules on.
+func (mastersTopology) Size(s *Size) error {
+	if s.Replicas != 0 || s.Sentinels != 0 {
+		return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on redis-masters: drop them (or use --nodes)", s.Lock)
+	}
+	return nil
+}
 
 func (mastersTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)

@@ -136,7 +136,31 @@ func (sentinelTopology) Programs(cfg Config) ([]string, error) { return redisPro
 func (sentinelTopology) Clocks() error { return nil }
 
 // Traits implements Topology: replicas, primary and sentinels talk to each other; CLIENT PAUSE holds writes.
-func (sentinelTopology) Traits() Traits { return Traits{Peers: true, WriteHolds: true} }
+func (sentinelTopology) Traits() Traits {
+	return Traits{Peers: true, WriteHolds: true, Discovers: true, Server: "redis-server", Keys: redisKeys, Cleanup: redisCleanup}
+}
+
+// Size implements Topology: one primary, --replicas replicas (2) and --sentinels sentinels (3).
+func (t sentinelTopology) Size(s *Size) error {
+	switch {
+	case s.External && (s.Replicas != 0 || s.Sentinels != 0):
+		return fmt.Errorf("--replicas and --sentinels size the sentinel system lockpick starts; on --backend external the sentinels report them: drop them")
+	case s.Nodes != 0:
+		return fmt.Errorf("--nodes counts the masters of redis-masters, and --lock %s runs on redis-sentinel (one primary): drop --nodes (use --replicas and --sentinels)", s.Lock)
+	case s.Replicas < 0 || s.Sentinels < 0:
+		return fmt.Errorf("--replicas and --sentinels must be at least 1, got %d and %d", s.Replicas, s.Sentinels)
+	}
+	if s.Replicas == 0 {
+		s.Replicas = 2
+	}
+	if s.Sentinels == 0 {
+		s.Sentinels = 3
+	}
+	if _, err := t.Layout(Config{Sentinel: SentinelConfig{Replicas: s.Replicas, Sentinels: s.Sentinels}}); err != nil {
+		return fmt.Errorf("--replicas %d --sentinels %d: %w", s.Replicas, s.Sentinels, err)
+	}
+	return nil
+}
 
 func (sentinelTopology) persistence(cfg Config) Persistence {
 	return persistence(cfg.Persistence)

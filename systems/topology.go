@@ -21,8 +21,12 @@ type Topology interface {
 	Programs(cfg Config) ([]string, error)
 	// Clocks says why the clock shim cannot move the nodes' clocks, or nil when it can.
 	Clocks() error
-	// Traits are what the family's servers allow faults to do, whatever runs them.
+	// Traits are what the family's servers allow faults to do, whatever runs them, and what a
+	// configuration must know of the family.
 	Traits() Traits
+	// Size checks the size a run asks for and fills in the family's defaults; an error names the
+	// option to change.
+	Size(s *Size) error
 
 	// persistence is how the nodes keep their data across restarts on a backend that runs them.
 	persistence(cfg Config) Persistence
