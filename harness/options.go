@@ -63,7 +63,7 @@ var (
 // Options is the table of a run's options, in the order --help lists them.
 func Options() []Option {
 	return []Option{
-		{Name: "lock", Key: "lock", Required: true, Default: "redlock", Commands: runOnly, Values: locks.Names,
+		{Name: "lock", Key: "lock", Required: true, Default: locks.DefaultLock, Commands: runOnly, Values: locks.Names,
 			Help: fmt.Sprintf("lock under test: %v", locks.Names()), field: func(c *Config) any { return &c.Lock }},
 		{Name: "client-cmd", NoKey: "a scenario file gives it in its client block (client: {command: ...})", Commands: allCommands, Words: true,
 			Help: "the program of --lock client and its arguments, split at spaces (it speaks the client protocol: docs/protocol.md)", field: func(c *Config) any { return &c.ClientCmd }},

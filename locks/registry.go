@@ -89,6 +89,9 @@ func kinds() []Kind {
 	}
 }
 
+// DefaultLock is the lock a run tests when none is named.
+const DefaultLock = "redlock"
+
 // ClientLock is the lock that runs the user's client program (--lock client --client-cmd ...).
 const ClientLock = "client"
 
