@@ -121,7 +121,7 @@ func (etcdTopology) Programs(cfg Config) ([]string, error) {
 }
 
 // errEtcdClock is why the clock shim cannot move a member's clock.
-var errEtcdClock = errors.New("etcd members are Go programs that read the time without libc: the clock shim cannot move their clocks")
+var errEtcdClock = errors.New("etcd members are Go programs that read the time without libc, so the clock shim cannot move their clocks")
 
 // Clocks implements Topology.
 func (etcdTopology) Clocks() error { return errEtcdClock }
