@@ -44,7 +44,7 @@ for seed in seeds:
             first.setdefault(name, {})[seed] = f["at"] / 1e9 if f else None
 print("| scenario | expectation met | " + " | ".join("seed " + s for s in seeds) + " | median first finding |")
 print("|---|---|" + "---|" * (len(seeds) + 1))
-cell = lambda t: "—" if t is None else f"{t:.1f} s"
+cell = lambda t: "—" if t is None else (f"{t * 1000:.0f} ms" if t < 1 else f"{t:.1f} s")
 for name in sorted(met):
     ts = [first.get(name, {}).get(s) for s in seeds]
     got = [t for t in ts if t is not None]
