@@ -18,7 +18,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test test-long docs-commands ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test test-long docs-commands ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards bugs docker-scenarios selftest corpus clean
 
 all: build
 
@@ -145,6 +145,11 @@ card: deps build
 # The card of every shipped lock, docs/cards/LOCK.md (SEEDS=1,2,3 for more seeds; LOCKS="..." for some).
 cards: deps build
 	SEEDS="$(or $(SEEDS),1)" STORE=$(STORE) scripts/cards.sh $(BIN)
+
+# The catalogue of real lock bugs (docs/bugs.md): every row's scenario at seeds 1 to 5 (SEEDS="1 2"
+# for fewer), three at a time, then the table of k of 5 and first findings; about 10 minutes.
+bugs: deps build
+	scripts/bugs.sh $(BIN) $(STORE)/bugs 3 $(or $(SEEDS),1 2 3 4 5)
 
 # The Docker subset (issue 16): scenarios whose faults act on the nodes themselves (kill and restart,
 # pause, clock jumps) or on the paths between servers (a stalled replica, a leader cut from its

@@ -85,6 +85,10 @@ func kinds() []Kind {
 		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
 		{Name: "go-zero", Library: modGoZero, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
 		{Name: "go-zero-default", Library: modGoZero, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
+		// The catalogue of real bugs (docs/bugs.md): shipped libraries configured or renewed the way
+		// their users do, each reproducing an upstream report.
+		{Name: "py-redis-reacquire", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/redis_reacquire.py")},
+		{Name: "bsm-redislock-token", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislockToken(n[0], o) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }

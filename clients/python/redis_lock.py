@@ -33,7 +33,7 @@ def main():
         try:
             if t == "init":
                 node = m["nodes"][0]["addr"].rsplit(":", 1)
-                timeout = float(m["options"].get("node_timeout_ms", "500")) / 1000
+                timeout = float((m.get("options") or {}).get("node_timeout_ms", "500")) / 1000
                 client = redis.Redis(host=node[0], port=int(node[1]), socket_timeout=timeout,
                                      socket_connect_timeout=timeout, retry_on_timeout=False)
                 send({"type": "init_ok", "in_reply_to": mid, "library": "redis-py redis.lock.Lock",

@@ -1,0 +1,73 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// buildPair builds two processes' clients of lock name over one fresh node.
+func buildPair(t *testing.T, name string) (Locker, Locker) {
+	t.Helper()
+	k, err := Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, eps, _ := cluster(t, k.Nodes)
+	dir := t.TempDir()
+	opts := func(p int) Options {
+		return Options{Process: p, TTL: 2 * time.Second, KeyPrefix: "lockpick:", ClientDir: dir, NodeTimeout: time.Second}
+	}
+	var ls [2]Locker
+	for i := range ls {
+		if ls[i], err = Build(k, eps, opts(i+1)); err != nil {
+			t.Skipf("%s cannot start here (make deps installs its packages): %v", name, err)
+		}
+		t.Cleanup(func() { ls[i].Close() })
+	}
+	return ls[0], ls[1]
+}
+
+// The catalogue's locks (docs/bugs.md) reproduce their upstream bug on a real node: a second
+// client is granted a key the first still holds, with no fault at all.
+func TestBugLocksGrantAHeldKey(t *testing.T) {
+	for _, name := range []string{"py-redis-reacquire", "bsm-redislock-token"} {
+		t.Run(name, func(t *testing.T) {
+			a, b := buildPair(t, name)
+			ctx := context.Background()
+			la, err := a.Acquire(ctx, "lockpick:0", 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb, err := b.Acquire(ctx, "lockpick:0", 2*time.Second)
+			if err != nil {
+				t.Fatalf("second acquire of a held key: %v; the bug grants it", err)
+			}
+			if lb.Value == la.Value {
+				t.Fatalf("both leases are named %q: the checker could not tell the holders apart", la.Value)
+			}
+			// The first holder's release fails: the key is gone (redis-py's reacquire deleted it,
+			// and the second holder's deleted its own) or holds the second's value (bsm).
+			if err := a.Release(ctx, la); !errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("first holder's release: %v, want lease lost", err)
+			}
+		})
+	}
+}
+
+// The libraries' correct configurations refuse the same second acquire: the bug is the variant's.
+func TestBugLocksControls(t *testing.T) {
+	for _, name := range []string{"py-redis", "bsm-redislock"} {
+		t.Run(name, func(t *testing.T) {
+			a, b := buildPair(t, name)
+			ctx := context.Background()
+			if _, err := a.Acquire(ctx, "lockpick:0", 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Acquire(ctx, "lockpick:0", 2*time.Second); !IsHeld(err) {
+				t.Fatalf("second acquire of a held key: %v, want held", err)
+			}
+		})
+	}
+}
