@@ -20,6 +20,8 @@ type bsmRedislock struct {
 	client *redis.Client
 	rl     *redislock.Client
 	opts   Options
+	// obtain are the options each Obtain passes; nil for the library's own (a random token).
+	obtain func() *redislock.Options
 
 	mu   sync.Mutex
 	held map[string]*redislock.Lock // lease value -> the library's lock
@@ -33,7 +35,11 @@ func newBsmRedislock(node Endpoint, o Options) *bsmRedislock {
 func (b *bsmRedislock) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, b.opts.NodeTimeout)
-	lock, err := b.rl.Obtain(rctx, key, ttl, nil)
+	var opt *redislock.Options
+	if b.obtain != nil {
+		opt = b.obtain()
+	}
+	lock, err := b.rl.Obtain(rctx, key, ttl, opt)
 	cancel()
 	switch {
 	case errors.Is(err, redislock.ErrNotObtained):
@@ -43,11 +49,13 @@ func (b *bsmRedislock) Acquire(ctx context.Context, key string, ttl time.Duratio
 	case err != nil:
 		return nil, indeterminate(fmt.Errorf("obtain on %s: %w", b.node.Node, err))
 	}
+	// The lease is named by the whole value the key holds: the token and any metadata.
+	value := lock.Token() + lock.Metadata()
 	b.mu.Lock()
-	b.held[lock.Token()] = lock
+	b.held[value] = lock
 	b.mu.Unlock()
 	deadline := start.Add(ttl)
-	return &Lease{Key: key, Value: lock.Token(), Start: start, Deadline: deadline, Validity: time.Until(deadline), Nodes: []string{b.node.Node}}, nil
+	return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: time.Until(deadline), Nodes: []string{b.node.Node}}, nil
 }
 
 // lock is the library's lock of lease l.
