@@ -312,14 +312,23 @@ func (sc *resourceScan) leaseAt(process int, key string, t int64) *hold {
 	return nil
 }
 
+// integer is the counter value e carries; one that is not an integer is an error of the history.
+func (sc *resourceScan) integer(what, key string, e *history.Event) (int64, bool) {
+	v, err := strconv.ParseInt(e.Value, 10, 64)
+	if err != nil {
+		sc.r.Errors = append(sc.r.Errors, fmt.Sprintf("%s value %q of %s is not an integer", what, e.Value, key))
+		return 0, false
+	}
+	return v, true
+}
+
 func (sc *resourceScan) final(j int, e *history.Event) {
 	if e.Type != history.OK {
 		return
 	}
 	inv := sc.st.at(j)
-	v, err := strconv.ParseInt(e.Value, 10, 64)
-	if err != nil {
-		sc.r.Errors = append(sc.r.Errors, fmt.Sprintf("final value %q of %s is not an integer", e.Value, inv.Key))
+	v, ok := sc.integer("final", inv.Key, e)
+	if !ok {
 		return
 	}
 	sc.finals[inv.Key] = v
@@ -332,9 +341,8 @@ func (sc *resourceScan) read(j int, e *history.Event) {
 		return
 	}
 	inv := sc.st.at(j)
-	v, err := strconv.ParseInt(e.Value, 10, 64)
-	if err != nil {
-		sc.r.Errors = append(sc.r.Errors, fmt.Sprintf("read value %q of %s is not an integer", e.Value, inv.Key))
+	v, ok := sc.integer("read", inv.Key, e)
+	if !ok {
 		return
 	}
 	sc.lastRead[e.Process], sc.readVal[e.Process] = j, v
