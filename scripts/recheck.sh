@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Re-checks every run of a store with a lockpick binary and compares what it finds with what the
 # run's own binary found: the verdict and every count and list length in results.json (the check's
-# duration and the run directory's name aside). A refactor that must not change behaviour (issue 25) re-checks the runs an older
-# binary stored to the same results. The store is copied first: check rewrites a run's files.
+# duration and the run directory's name aside). A refactor that must not change behaviour (issue 25)
+# re-checks the runs an older binary stored to the same results. The store is copied first: check
+# rewrites a run's files.
 #   scripts/recheck.sh STORE [LOCKPICK]      (LOCKPICK defaults to bin/lockpick)
 set -euo pipefail
 store=${1:?usage: scripts/recheck.sh STORE [LOCKPICK]}
