@@ -14,13 +14,19 @@ func TestLatenciesMatchASortedList(t *testing.T) {
 	for round := range 200 {
 		var l latencies
 		var plain []int64
-		for range 1 + rng.Intn(300) {
+		size := 1 + rng.Intn(300)
+		if round%20 == 0 {
+			size = 20000 + rng.Intn(20000) // long enough to partition many times
+		}
+		for range size {
 			var v int64
 			switch rng.Intn(4) {
 			case 0:
 				v = math.MaxUint32 + rng.Int63n(1e10) - 3 // around the edge of 32 bits, and past it
 			case 1:
 				v = -rng.Int63n(1e6)
+			case 2:
+				v = rng.Int63n(50) // many equal values
 			default:
 				v = rng.Int63n(3e9)
 			}
