@@ -91,14 +91,18 @@ docs-commands: deps
 # wall time, CPU (user+sys) and peak RSS, medians of BENCH_REPS, with a hash of the verdict
 # (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same files, run
 # alternately with $(BIN); BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in
-# $$TMPDIR). Last, the harness at the ceiling (no think time, no holds) beside a bare go-redis loop
-# on the same kind of nodes, for single and Redlock, with and without links (docs/speed.md).
+# $$TMPDIR). Then the end of a run at the ceiling of BENCH_END long (scripts/bench-end.sh: recovery
+# end to exit, CPU, peak RSS, beside BEFORE's). Last, the harness at the ceiling (no think time, no
+# holds) beside a bare go-redis loop on the same kind of nodes, for single and Redlock, with and
+# without links (docs/speed.md).
 BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
 BENCH_REPS  ?= 3
+BENCH_END   ?= 60s
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
 	SIZES="$(BENCH_SIZES)" REPS="$(BENCH_REPS)" scripts/bench-check.sh $(BIN) $(BEFORE)
+	END_TIME="$(BENCH_END)" scripts/bench-end.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
 	$(GO) test ./harness -run '^$$' -bench Ceiling -benchtime 1x
 
