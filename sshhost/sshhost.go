@@ -122,6 +122,16 @@ func hostKeyCheck(cfg Config) (ssh.HostKeyCallback, error) {
 // Addr is the host's address, host:port.
 func (h *Host) Addr() string { return h.addr }
 
+// LocalIP is this machine's address on the connection to the host: where the host sees the
+// harness and its clients come from.
+func (h *Host) LocalIP() string {
+	if a, ok := h.client.LocalAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(h.client.LocalAddr().String())
+	return host
+}
+
 // Close ends the connection; processes started with Start keep running.
 func (h *Host) Close() error { return h.client.Close() }
 

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// resolveSSH checks the options of the ssh backend: hosts, a key, and a way to check every host's
+// key (known_hosts, or a fingerprint per host), with the user's defaults filled in; on another
+// backend none of them may be given.
+func (c *Config) resolveSSH() error {
+	if c.Backend != systems.BackendSSH {
+		if len(c.SSHHosts) > 0 || c.SSHUser != "" || c.SSHKey != "" || c.SSHKnownHosts != "" || len(c.SSHFingerprints) > 0 {
+			return fmt.Errorf("--hosts and --ssh-* say where and how --backend ssh runs the nodes, and the backend is %s: drop them, or add --backend ssh", c.Backend)
+		}
+		return nil
+	}
+	if len(c.SSHHosts) == 0 {
+		return fmt.Errorf("--backend ssh runs the nodes on hosts of yours: add --hosts HOST[,HOST...] (docs/ssh.md)")
+	}
+	if c.BasePort != 0 {
+		return fmt.Errorf("--base-port chooses ports on this host, and --backend ssh nodes listen on the hosts (from port 17001 on each): drop --base-port")
+	}
+	c.SSHUser = cmp.Or(c.SSHUser, "root")
+	home, _ := os.UserHomeDir()
+	if c.SSHKey == "" {
+		for _, k := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+			if p := filepath.Join(home, ".ssh", k); fileExists(p) {
+				c.SSHKey = p
+				break
+			}
+		}
+		if c.SSHKey == "" {
+			return fmt.Errorf("--backend ssh logs in with a key, and ~/.ssh has none: add --ssh-key FILE (a key without a passphrase)")
+		}
+	}
+	if !fileExists(c.SSHKey) {
+		return fmt.Errorf("--ssh-key %s: no such file: give the private key lockpick logs in with", c.SSHKey)
+	}
+	return c.resolveHostKeys(home)
+}
+
+// resolveHostKeys checks that every host's key can be checked: a fingerprint per host, or a
+// known_hosts file that exists.
+func (c *Config) resolveHostKeys(home string) error {
+	if len(c.SSHFingerprints) > 0 {
+		if c.SSHKnownHosts != "" {
+			return fmt.Errorf("--ssh-fingerprint and --ssh-known-hosts both check the hosts' keys: give one of them")
+		}
+		if len(c.SSHFingerprints) != len(c.SSHHosts) {
+			return fmt.Errorf("--ssh-fingerprint gives %d fingerprints for %d --hosts: give one per host, in the order of --hosts", len(c.SSHFingerprints), len(c.SSHHosts))
+		}
+		for _, f := range c.SSHFingerprints {
+			if !strings.HasPrefix(f, "SHA256:") {
+				return fmt.Errorf("--ssh-fingerprint %s: not a SHA256 fingerprint: give it as ssh-keygen -lf prints it (SHA256:...)", f)
+			}
+		}
+		return nil
+	}
+	c.SSHKnownHosts = cmp.Or(c.SSHKnownHosts, filepath.Join(home, ".ssh", "known_hosts"))
+	if !fileExists(c.SSHKnownHosts) {
+		return fmt.Errorf("--ssh-known-hosts %s: no such file: list the hosts' keys there (checked, e.g. with ssh-keyscan) or pin them with --ssh-fingerprint", c.SSHKnownHosts)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// sshConfig is the systems side of the ssh options, for the run in dir.
+func (c *Config) sshConfig(dir string) systems.SSHConfig {
+	return systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
+		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
+}

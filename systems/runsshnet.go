@@ -1,0 +1,55 @@
+package systems
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lockpick-dev/lockpick/sshhost"
+)
+
+// Cuts on the ssh backend are iptables rules on the node's host, as Jepsen's grudges are: what
+// comes from the harness's address to the node's port is dropped (or reset) on the host's INPUT,
+// and what the node's port sends back to it on OUTPUT. The rules name the node's port, so the SSH
+// connection that adds and removes them is never cut, nor another node on the same host; each rule
+// carries the run's comment, so the end of the run (or lockpick clean after a killed one) finds it.
+
+// sshCutRules are the rules (without -A/-D) that cut the node at port from the harness at control.
+func sshCutRules(mode, control string, port int, tag string) [][]string {
+	p := strconv.Itoa(port)
+	comment := []string{"-m", "comment", "--comment", tag}
+	in := append([]string{"INPUT", "-p", "tcp", "-s", control, "--dport", p}, comment...)
+	if mode == "reset" {
+		return [][]string{append(in, "-j", "REJECT", "--reject-with", "tcp-reset")}
+	}
+	out := append([]string{"OUTPUT", "-p", "tcp", "-d", control, "--sport", p}, comment...)
+	return [][]string{append(in, "-j", "DROP"), append(out, "-j", "DROP")}
+}
+
+// CutNetwork implements nemesis.NetCutter.
+func (r *sshRunner) CutNetwork(ctx context.Context, node, mode string) error {
+	return r.cutNetwork(ctx, node, mode, r.iptables)
+}
+
+// HealNetwork implements nemesis.NetCutter.
+func (r *sshRunner) HealNetwork(ctx context.Context, node string) error {
+	return r.healNetwork(ctx, node, r.iptables)
+}
+
+// iptables adds (-A) or deletes (-D) a cut's rules on the node's host, in one command.
+func (r *sshRunner) iptables(ctx context.Context, n *tableNode, op, mode string) error {
+	h := n.host.(*sshNode)
+	var cmds []string
+	for _, rule := range sshCutRules(mode, h.m.control, h.port, r.ruleTag()) {
+		words := []string{"iptables", "-w", op}
+		for _, w := range rule {
+			words = append(words, sshhost.Quote(w))
+		}
+		cmds = append(cmds, strings.Join(words, " "))
+	}
+	if _, err := h.m.h.Run(ctx, strings.Join(cmds, " && ")); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.spec.name, h.m.name, err)
+	}
+	return nil
+}
