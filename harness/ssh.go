@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lockpick-dev/lockpick/nemesis"
 	"github.com/lockpick-dev/lockpick/systems"
 )
 
@@ -78,4 +79,41 @@ func fileExists(p string) bool {
 func (c *Config) sshConfig(dir string) systems.SSHConfig {
 	return systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
 		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
+}
+
+// SSHTarget is the hosts and credentials of c's ssh options, with the defaults filled in and
+// checked as a run checks them: what lockpick clean --backend ssh logs in with.
+func (c Config) SSHTarget() (systems.SSHConfig, error) {
+	c.Backend = systems.BackendSSH
+	if err := c.resolveSSH(); err != nil {
+		return systems.SSHConfig{}, err
+	}
+	return c.sshConfig(""), nil
+}
+
+// SSHOptionNames are the options of the ssh backend, as flags.
+func SSHOptionNames() []string {
+	return []string{"hosts", "ssh-user", "ssh-key", "ssh-known-hosts", "ssh-fingerprint"}
+}
+
+// dryRunSSH says per host what a run on the ssh backend starts there, which ports and rules it
+// touches and what it removes at the end.
+func (c *Config) dryRunSSH(p func(format string, args ...any)) {
+	p("  as %s over SSH (keys checked against %s), nodes placed round-robin on %d hosts:", c.SSHUser, cmp.Or(c.SSHKnownHosts, "the --ssh-fingerprint pins"), len(c.SSHHosts))
+	placed := systems.PlaceOnHosts(c.SSHHosts, c.layout())
+	tr := c.traits()
+	for _, h := range c.SSHHosts {
+		var nodes []string
+		for _, n := range placed[h] {
+			nodes = append(nodes, fmt.Sprintf("%s (%s on port %d)", n.Name, tr.Server, n.Port))
+		}
+		p("  host %s: %s, under %s/RUN", h, strings.Join(nodes, ", "), systems.SSHHostDir(h))
+	}
+	if _, ok := c.faultNeeding(nemesis.NetCuts); ok {
+		p("  cuts: iptables rules on the node's host (INPUT from this host to the node's port, OUTPUT back), commented %sRUN, removed at the heal and at the end", systems.SSHRuleTag)
+	}
+	if _, ok := c.faultNeeding(nemesis.NodeClocks); ok {
+		p("  clocks: the clock shim is uploaded to each host's run directory and each node's clock file is written in place there")
+	}
+	p("  at the end: every node killed, its *.log copied into the run's store, the run's rules and directory removed on every host (after a killed run: lockpick clean --backend ssh --hosts ...)")
 }

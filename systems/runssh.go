@@ -42,8 +42,8 @@ const BackendSSH = "ssh"
 // (test hosts in network namespaces share one file system) and run under it.
 const SSHBaseDir = "/tmp/lockpick-ssh"
 
-// sshRuleTag begins the comment of every iptables rule the ssh backend adds on a host.
-const sshRuleTag = "lockpick-ssh:"
+// SSHRuleTag begins the comment of every iptables rule the ssh backend adds on a host.
+const SSHRuleTag = "lockpick-ssh:"
 
 // sshFirstPort is the first port of the nodes on each host: a host's k-th node listens on
 // sshFirstPort+k.
@@ -193,6 +193,23 @@ func debianPackage(server string) string {
 	return server
 }
 
+// PlacedNode is a node as the ssh backend places it on a host.
+type PlacedNode struct {
+	Name string
+	Port int
+}
+
+// PlaceOnHosts places nodes on hosts as a run of the ssh backend does (round-robin, in order), by
+// host.
+func PlaceOnHosts(hosts []string, nodes []Node) map[string][]PlacedNode {
+	out := map[string][]PlacedNode{}
+	for i, n := range nodes {
+		h := hosts[i%len(hosts)]
+		out[h] = append(out[h], PlacedNode{Name: n.Name, Port: sshFirstPort + len(out[h])})
+	}
+	return out
+}
+
 // place assigns a node its host (round-robin, in the order nodes are first placed) and port.
 func (r *sshRunner) place(name string) sshPlace {
 	r.amu.Lock()
@@ -266,7 +283,9 @@ func (r *sshRunner) close(ctx context.Context) error {
 		if err := r.removeRules(ctx, m); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := m.h.Run(ctx, "rm -rf "+sshhost.Quote(m.dir)); err != nil {
+		// The host's directory goes too once no other run uses it (rmdir fails on a non-empty one).
+		rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
+		if _, err := m.h.Run(ctx, rm); err != nil {
 			errs = append(errs, fmt.Errorf("host %s: remove the run's directory: %w", m.name, err))
 		}
 	}
@@ -283,7 +302,7 @@ func (r *sshRunner) closeMachines(context.Context) {
 }
 
 // ruleTag is the comment of the run's rules.
-func (r *sshRunner) ruleTag() string { return sshRuleTag + safeName(r.cfg.Run) }
+func (r *sshRunner) ruleTag() string { return SSHRuleTag + safeName(r.cfg.Run) }
 
 // removeRules deletes every rule of the run's tag on m, whoever added it.
 func (r *sshRunner) removeRules(ctx context.Context, m *sshMachine) error {
