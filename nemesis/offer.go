@@ -51,6 +51,10 @@ func staticOffer(system, backend string) Offer {
 		o.lack(nodeSide, "--backend external servers are someone else's", false)
 	case systems.BackendDocker:
 	case systems.BackendSSH:
+		if err := systems.CheckBackend(system, backend); err != nil {
+			o.lack(AllCapabilities, err.Error(), true)
+			return o
+		}
 		// Cuts are iptables rules on each host, scoped to a node's port; paths between servers are
 		// neither cut nor slowed there yet.
 		o.lack(PeerCuts|PeerLatency, "--backend ssh does not yet cut or slow the paths between servers", false)
