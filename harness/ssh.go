@@ -117,3 +117,16 @@ func (c *Config) dryRunSSH(p func(format string, args ...any)) {
 	}
 	p("  at the end: every node killed, its *.log copied into the run's store, the run's rules and directory removed on every host (after a killed run: lockpick clean --backend ssh --hosts ...)")
 }
+
+// OverrideSSH sets on c the ssh options that from gives (the flags given with a scenario file).
+func (c *Config) OverrideSSH(from Config) {
+	if len(from.SSHHosts) > 0 {
+		c.SSHHosts = from.SSHHosts
+	}
+	if len(from.SSHFingerprints) > 0 {
+		c.SSHFingerprints = from.SSHFingerprints
+	}
+	c.SSHUser = cmp.Or(from.SSHUser, c.SSHUser)
+	c.SSHKey = cmp.Or(from.SSHKey, c.SSHKey)
+	c.SSHKnownHosts = cmp.Or(from.SSHKnownHosts, c.SSHKnownHosts)
+}

@@ -158,6 +158,14 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 		h.Close()
 		return nil, fmt.Errorf("host %s has no %s on its PATH: install it there (apt-get install %s)", addr, server, debianPackage(server))
 	}
+	// A killed run's servers hold the ports and its rules cut them: say so rather than fail later.
+	if left, err := survey(ctx, h, addr); err != nil || left.Count() > 0 {
+		h.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("host %s holds what an earlier run left (%s), or another run is going there: when none is, remove it with lockpick clean --backend ssh --hosts %s", addr, left, strings.Join(r.cfg.Hosts, ","))
+	}
 	if _, err := h.Run(ctx, "mkdir -p "+sshhost.Quote(m.dir)); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("host %s: make the run's directory: %w", addr, err)
@@ -306,17 +314,22 @@ func (r *sshRunner) ruleTag() string { return SSHRuleTag + safeName(r.cfg.Run) }
 
 // removeRules deletes every rule of the run's tag on m, whoever added it.
 func (r *sshRunner) removeRules(ctx context.Context, m *sshMachine) error {
-	if _, err := m.h.Run(ctx, deleteRulesScript(r.ruleTag()+" ")); err != nil {
+	if _, err := m.h.Run(ctx, deleteRulesScript(r.ruleTag())); err != nil {
 		return fmt.Errorf("host %s: remove the run's firewall rules: %w", m.name, err)
 	}
 	return nil
 }
 
-// deleteRulesScript deletes every filter rule whose comment begins with tag (tag ends the comment
-// with a space: iptables -S prints the comment unquoted when it holds no space).
-func deleteRulesScript(tag string) string {
-	return `command -v iptables >/dev/null || exit 0; iptables -w -S | grep -F -- "--comment ` + tag + `" | ` +
+// deleteRulesScript deletes every filter rule whose comment begins with prefix.
+func deleteRulesScript(prefix string) string {
+	return `command -v iptables >/dev/null || exit 0; iptables -w -S | ` + grepComment(prefix) + ` | ` +
 		`while read -r op rest; do eval "iptables -w -D $rest" || exit 1; done`
+}
+
+// grepComment is a grep for the lines of iptables -S whose comment begins with prefix: iptables
+// prints a comment in double quotes when it holds a character such as ":", bare otherwise.
+func grepComment(prefix string) string {
+	return "grep -F -e " + sshhost.Quote("--comment "+prefix) + " -e " + sshhost.Quote(`--comment "`+prefix)
 }
 
 // sshNode is one node's server on its host.

@@ -44,7 +44,7 @@ for p in /proc/[0-9]*; do
 	d=$(readlink "$p/cwd" 2>/dev/null) || continue
 	case "$d" in "$base"/*) echo "P ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)";; esac
 done
-if command -v iptables >/dev/null; then iptables -w -S | grep -F -- "--comment ` + SSHRuleTag + `" | sed 's/^/R /'; fi
+if command -v iptables >/dev/null; then iptables -w -S | %s | sed 's/^/R /'; fi
 [ -d "$base" ] && find "$base" -mindepth 1 -maxdepth 1 | sed 's/^/D /'
 true`
 
@@ -90,7 +90,7 @@ func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 // survey lists what runs left on one host.
 func survey(ctx context.Context, h *sshhost.Host, addr string) (SSHLeftovers, error) {
 	l := SSHLeftovers{Host: addr}
-	out, err := h.Run(ctx, fmt.Sprintf(sshSurveyScript, sshhost.Quote(SSHHostDir(addr))))
+	out, err := h.Run(ctx, fmt.Sprintf(sshSurveyScript, sshhost.Quote(SSHHostDir(addr)), grepComment(SSHRuleTag)))
 	if err != nil {
 		return l, fmt.Errorf("survey %s: %w", addr, err)
 	}
