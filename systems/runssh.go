@@ -154,7 +154,12 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 		name = addr
 	}
 	m := &sshMachine{h: h, name: name, control: h.LocalIP(), dir: path.Join(SSHHostDir(addr), safeName(r.cfg.Run))}
-	if _, err := h.Run(ctx, "command -v "+sshhost.Quote(server)); err != nil {
+	// Shells kept open now: the nodes' starts and the first faults do not wait for them.
+	if err := h.Warm(4); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if _, err := h.Sh(ctx, "command -v "+sshhost.Quote(server)); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("host %s has no %s on its PATH: install it there (apt-get install %s)", addr, server, debianPackage(server))
 	}
@@ -166,7 +171,7 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 		}
 		return nil, fmt.Errorf("host %s holds what an earlier run left (%s), or another run is going there: when none is, remove it with lockpick clean --backend ssh --hosts %s", addr, left, strings.Join(r.cfg.Hosts, ","))
 	}
-	if _, err := h.Run(ctx, "mkdir -p "+sshhost.Quote(m.dir)); err != nil {
+	if _, err := h.Sh(ctx, "mkdir -p "+sshhost.Quote(m.dir)); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("host %s: make the run's directory: %w", addr, err)
 	}
@@ -255,7 +260,7 @@ func (r *sshRunner) newHost(ctx context.Context, sp nodeSpec) (host, place, erro
 		script += fmt.Sprintf(" && { [ -e %s ] || printf '%s' >%s; }", sshhost.Quote(clock), octal(0), sshhost.Quote(clock))
 		h.env = []string{"LD_PRELOAD=" + p.m.shim, ClockFileEnv + "=" + clock}
 	}
-	if _, err := p.m.h.Run(ctx, script); err != nil {
+	if _, err := p.m.h.Sh(ctx, script); err != nil {
 		return nil, place{}, fmt.Errorf("node %s on %s: %w", sp.name, p.m.name, err)
 	}
 	return h, place{addr: r.addr(sp.name), peerIP: p.m.name}, nil
@@ -293,7 +298,7 @@ func (r *sshRunner) close(ctx context.Context) error {
 		}
 		// The host's directory goes too once no other run uses it (rmdir fails on a non-empty one).
 		rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
-		if _, err := m.h.Run(ctx, rm); err != nil {
+		if _, err := m.h.Sh(ctx, rm); err != nil {
 			errs = append(errs, fmt.Errorf("host %s: remove the run's directory: %w", m.name, err))
 		}
 	}
@@ -314,7 +319,7 @@ func (r *sshRunner) ruleTag() string { return SSHRuleTag + safeName(r.cfg.Run) }
 
 // removeRules deletes every rule of the run's tag on m, whoever added it.
 func (r *sshRunner) removeRules(ctx context.Context, m *sshMachine) error {
-	if _, err := m.h.Run(ctx, deleteRulesScript(r.ruleTag())); err != nil {
+	if _, err := m.h.Sh(ctx, deleteRulesScript(r.ruleTag())); err != nil {
 		return fmt.Errorf("host %s: remove the run's firewall rules: %w", m.name, err)
 	}
 	return nil
@@ -365,7 +370,7 @@ func (h *sshNode) prepare(ctx context.Context, wipe []string) error {
 	for _, f := range wipe {
 		rm += " " + sshhost.Quote(f)
 	}
-	if _, err := h.m.h.Run(ctx, rm); err != nil {
+	if _, err := h.m.h.Sh(ctx, rm); err != nil {
 		return fmt.Errorf("without data: %w", err)
 	}
 	return nil
@@ -381,7 +386,7 @@ func (h *sshNode) launch(ctx context.Context, cmd []string) (proc, error) {
 }
 
 func (h *sshNode) log(ctx context.Context, file string) ([]byte, error) {
-	return h.m.h.Run(ctx, "cat "+sshhost.Quote(path.Join(h.sp.dir, file)))
+	return h.m.h.Sh(ctx, "cat "+sshhost.Quote(path.Join(h.sp.dir, file)))
 }
 
 // output is the last lines of the node's log and output.
@@ -405,8 +410,8 @@ func (h *sshNode) output(ctx context.Context) string {
 // until the process is gone (a zombie counts as gone), at most 10 s.
 func (h *sshNode) kill(ctx context.Context, p proc, _ bool) error {
 	pid := p.pid()
-	script := fmt.Sprintf(`kill -9 -- -%d 2>/dev/null; i=0; while st=$(ps -o stat= -p %d) && [ "${st#Z}" = "$st" ]; do i=$((i+1)); [ $i -lt 1000 ] || exit 1; sleep 0.01; done`, pid, pid)
-	if _, err := h.m.h.Run(ctx, script); err != nil {
+	script := fmt.Sprintf(`kill -9 -%d 2>/dev/null; i=0; while st=$(ps -o stat= -p %d) && [ "${st#Z}" = "$st" ]; do i=$((i+1)); [ $i -lt 1000 ] || exit 1; sleep 0.01; done`, pid, pid)
+	if _, err := h.m.h.Sh(ctx, script); err != nil {
 		return fmt.Errorf("on %s: still runs 10s after SIGKILL: %w", h.m.name, err)
 	}
 	return nil
@@ -414,7 +419,7 @@ func (h *sshNode) kill(ctx context.Context, p proc, _ bool) error {
 
 // signal sends sig to the server's process group.
 func (h *sshNode) signal(ctx context.Context, p proc, sig syscall.Signal) error {
-	_, err := h.m.h.Run(ctx, fmt.Sprintf("kill -%d -- -%d", int(sig), p.pid()))
+	_, err := h.m.h.Sh(ctx, fmt.Sprintf("kill -%d -%d", int(sig), p.pid()))
 	return err
 }
 
@@ -424,13 +429,13 @@ func (h *sshNode) setClock(ctx context.Context, offset time.Duration) error {
 	if h.env == nil {
 		return fmt.Errorf("node %s runs without the clock shim", h.sp.name)
 	}
-	_, err := h.m.h.Run(ctx, `printf '`+octal(offset)+`' 1<>`+sshhost.Quote(ClockFile(h.sp.dir)))
+	_, err := h.m.h.Sh(ctx, `printf '`+octal(offset)+`' 1<>`+sshhost.Quote(ClockFile(h.sp.dir)))
 	return err
 }
 
 // fetchLogs copies the node's logs (*.log) into its directory in the run's store.
 func (h *sshNode) fetchLogs(ctx context.Context) error {
-	out, err := h.m.h.Run(ctx, "cd "+sshhost.Quote(h.sp.dir)+" && ls -1")
+	out, err := h.m.h.Sh(ctx, "cd "+sshhost.Quote(h.sp.dir)+" && ls -1")
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (r *sshRunner) iptables(ctx context.Context, n *tableNode, op, mode string)
 		}
 		cmds = append(cmds, strings.Join(words, " "))
 	}
-	if _, err := h.m.h.Run(ctx, strings.Join(cmds, " && ")); err != nil {
+	if _, err := h.m.h.Sh(ctx, strings.Join(cmds, " && ")); err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.spec.name, h.m.name, err)
 	}
 	return nil
