@@ -111,6 +111,12 @@ func TestSSHNetcutOnTheHostsInterface(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
+	// A host without the server's program is named, with the command that installs it.
+	_, err = systems.Start(ctx, "redis-masters", systems.Config{Dir: t.TempDir(), Groups: []string{"g0"}, Nodes: 1, RedisServer: "redis-server-nowhere",
+		Backend: systems.BackendSSH, SSH: hosts.config("missing-test")})
+	if err == nil || !strings.Contains(err.Error(), "has no redis-server-nowhere on its PATH: install it there (apt-get install") {
+		t.Errorf("a host without the server: %v", err)
+	}
 	cutter, ok := sys.Backend().(nemesis.NetCutter)
 	if !ok {
 		t.Fatal("the ssh backend cuts no network")
