@@ -153,9 +153,13 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 	if err != nil {
 		name = addr
 	}
-	m := &sshMachine{h: h, name: name, control: h.LocalIP(), dir: path.Join(SSHHostDir(addr), safeName(r.cfg.Run))}
+	m := &sshMachine{h: h, name: name, dir: path.Join(SSHHostDir(addr), safeName(r.cfg.Run))}
 	// Shells kept open now: the nodes' starts and the first faults do not wait for them.
 	if err := h.Warm(4); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if m.control, err = seenFrom(ctx, h); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -182,6 +186,20 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 		}
 	}
 	return m, nil
+}
+
+// seenFrom is the address the host sees this machine at: its sshd's SSH_CONNECTION, not this
+// side's address, which a NAT between them would change (and a cut of it would cut nothing).
+func seenFrom(ctx context.Context, h *sshhost.Host) (string, error) {
+	out, err := h.Sh(ctx, `echo "$SSH_CONNECTION"`)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 || net.ParseIP(f[0]) == nil {
+		return h.LocalIP(), nil
+	}
+	return f[0], nil
 }
 
 // uploadShim copies the clock shim into the run's directory on m.

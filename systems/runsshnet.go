@@ -27,9 +27,21 @@ func sshCutRules(mode, control string, port int, tag string) [][]string {
 	return [][]string{append(in, "-j", "DROP"), append(out, "-j", "DROP")}
 }
 
-// CutNetwork implements nemesis.NetCutter.
+// CutNetwork implements nemesis.NetCutter. A running node that still answers the harness once
+// its rules are in is an error, not a cut: the host sees this machine at another address than the
+// rules name, and a run that believed the node cut would judge a fault that never happened.
 func (r *sshRunner) CutNetwork(ctx context.Context, node, mode string) error {
-	return r.cutNetwork(ctx, node, mode, r.iptables)
+	if err := r.cutNetwork(ctx, node, mode, r.iptables); err != nil {
+		return err
+	}
+	if !r.Running(node) {
+		return nil
+	}
+	if err := PingOnce(ctx, r.addrOf(node)); err == nil {
+		h, _ := r.node(node)
+		return fmt.Errorf("node %s still answers through its cut: %s sees this machine at another address than %s (NAT, a jump host?)", node, h.host.(*sshNode).m.name, h.host.(*sshNode).m.control)
+	}
+	return nil
 }
 
 // HealNetwork implements nemesis.NetCutter.
