@@ -337,22 +337,27 @@ func (r *sshRunner) ruleTag() string { return SSHRuleTag + safeName(r.cfg.Run) }
 
 // removeRules deletes every rule of the run's tag on m, whoever added it.
 func (r *sshRunner) removeRules(ctx context.Context, m *sshMachine) error {
-	if _, err := m.h.Sh(ctx, deleteRulesScript(r.ruleTag())); err != nil {
+	if _, err := m.h.Sh(ctx, deleteRulesScript(grepComment(r.ruleTag(), false))); err != nil {
 		return fmt.Errorf("host %s: remove the run's firewall rules: %w", m.name, err)
 	}
 	return nil
 }
 
-// deleteRulesScript deletes every filter rule whose comment begins with prefix.
-func deleteRulesScript(prefix string) string {
-	return `command -v iptables >/dev/null || exit 0; iptables -w -S | ` + grepComment(prefix) + ` | ` +
+// deleteRulesScript deletes every filter rule that grep (grepComment's) finds.
+func deleteRulesScript(grep string) string {
+	return `command -v iptables >/dev/null || exit 0; iptables -w -S | ` + grep + ` | ` +
 		`while read -r op rest; do eval "iptables -w -D $rest" || exit 1; done`
 }
 
-// grepComment is a grep for the lines of iptables -S whose comment begins with prefix: iptables
-// prints a comment in double quotes when it holds a character such as ":", bare otherwise.
-func grepComment(prefix string) string {
-	return "grep -F -e " + sshhost.Quote("--comment "+prefix) + " -e " + sshhost.Quote(`--comment "`+prefix)
+// grepComment is a grep for the lines of iptables -S whose comment is tag, or begins with it when
+// prefix: iptables prints a comment in double quotes when it holds a character such as ":", bare
+// otherwise.
+func grepComment(tag string, prefix bool) string {
+	bare, quoted := "--comment "+tag+" ", `--comment "`+tag+`"`
+	if prefix {
+		bare, quoted = "--comment "+tag, `--comment "`+tag
+	}
+	return "grep -F -e " + sshhost.Quote(bare) + " -e " + sshhost.Quote(quoted)
 }
 
 // sshNode is one node's server on its host.

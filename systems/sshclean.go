@@ -75,7 +75,7 @@ func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 			// SIGCONT after SIGKILL is harmless, and a stopped server dies at once either way.
 			script += "kill -9 " + strings.Join(pids, " ") + " 2>/dev/null; "
 		}
-		script += deleteRulesScript(SSHRuleTag) + "; rm -rf " + sshhost.Quote(SSHHostDir(addr)) + "; rmdir " + SSHBaseDir + " 2>/dev/null; true"
+		script += deleteRulesScript(grepComment(SSHRuleTag, true)) + "; rm -rf " + sshhost.Quote(SSHHostDir(addr)) + "; rmdir " + SSHBaseDir + " 2>/dev/null; true"
 		if _, err := h.Sh(ctx, script); err != nil {
 			return l, fmt.Errorf("clean %s: %w", addr, err)
 		}
@@ -90,7 +90,7 @@ func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 // survey lists what runs left on one host.
 func survey(ctx context.Context, h *sshhost.Host, addr string) (SSHLeftovers, error) {
 	l := SSHLeftovers{Host: addr}
-	out, err := h.Sh(ctx, fmt.Sprintf(sshSurveyScript, sshhost.Quote(SSHHostDir(addr)), grepComment(SSHRuleTag)))
+	out, err := h.Sh(ctx, fmt.Sprintf(sshSurveyScript, sshhost.Quote(SSHHostDir(addr)), grepComment(SSHRuleTag, true)))
 	if err != nil {
 		return l, fmt.Errorf("survey %s: %w", addr, err)
 	}
