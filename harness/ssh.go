@@ -27,6 +27,9 @@ func (c *Config) resolveSSH() error {
 	if c.BasePort != 0 {
 		return fmt.Errorf("--base-port chooses ports on this host, and --backend ssh nodes listen on the hosts (from port 17001 on each): drop --base-port")
 	}
+	if f, ok := c.faultNeeding(nemesis.PeerCuts); ok && len(c.SSHHosts) < len(c.layout()) {
+		return fmt.Errorf("--nemesis %s cuts paths between servers with iptables on the caller's host, which would cut every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
+	}
 	c.SSHUser = cmp.Or(c.SSHUser, "root")
 	home, _ := os.UserHomeDir()
 	if c.SSHKey == "" {

@@ -51,8 +51,6 @@ func staticOffer(system, backend string) Offer {
 		o.lack(nodeSide, "--backend external servers are someone else's", false)
 	case systems.BackendDocker:
 	case systems.BackendSSH:
-		// It runs only systems whose servers never talk to each other (CheckBackend): the paths
-		// between servers, which it does not cut or slow yet, are absent by the topology's answer.
 		if err := systems.CheckBackend(system, backend); err != nil {
 			o.lack(AllCapabilities, err.Error(), true)
 			return o
@@ -74,6 +72,11 @@ func staticOffer(system, backend string) Offer {
 	}
 	if !tr.WriteHolds {
 		o.lack(WriteHolds, "the servers of "+system+" cannot hold writes back", false)
+	}
+	if backend == systems.BackendSSH {
+		// Paths between servers are cut with iptables on the hosts; slowing them needs a packet
+		// queue on each host, not built.
+		o.lack(PeerLatency, "--backend ssh does not slow the paths between servers yet", false)
 	}
 	if !promotes(t) {
 		o.lack(Promotion, system+" has no primary whose replicas take over", false)

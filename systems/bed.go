@@ -177,6 +177,9 @@ func (b *bed) writeFile(ctx context.Context, name, path string, body []byte) err
 	if b.remote != nil {
 		return b.remote.session.WriteFiles(ctx, name, filepath.Dir(path), map[string][]byte{filepath.Base(path): body})
 	}
+	if b.ssh != nil {
+		return b.ssh.writeFile(ctx, name, path, body)
+	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
 		return fmt.Errorf("node %s: write %s: %w", name, path, err)
 	}

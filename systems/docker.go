@@ -207,8 +207,8 @@ func CheckBackend(system, backend string) error {
 	case BackendExternal:
 		return nil
 	case BackendSSH:
-		if system != "redis-masters" {
-			return fmt.Errorf("%s on --backend ssh is not built yet (its servers' configuration and peer addresses are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters", system)
+		if system == "etcd" {
+			return fmt.Errorf("etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel")
 		}
 		return nil
 	}

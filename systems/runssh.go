@@ -1,6 +1,7 @@
 package systems
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -257,6 +258,15 @@ func (r *sshRunner) place(name string) sshPlace {
 
 // nodeDir is a node's directory on its host.
 func (r *sshRunner) nodeDir(name string) string { return path.Join(r.place(name).m.dir, name) }
+
+// writeFile writes a file of a node's directory on its host (its configuration).
+func (r *sshRunner) writeFile(ctx context.Context, name, file string, body []byte) error {
+	m := r.place(name).m
+	if err := m.h.Upload(ctx, file, 0o644, bytes.NewReader(body)); err != nil {
+		return fmt.Errorf("node %s: write %s on %s: %w", name, file, m.name, err)
+	}
+	return nil
+}
 
 // addr is where a node is reached: its host and port.
 func (r *sshRunner) addr(name string) string {

@@ -98,6 +98,21 @@ func TestSSHScenariosMeetTheirExpectations(t *testing.T) {
 	assertNoLeftovers(t, hosts)
 }
 
+// redis-sentinel over SSH, one node a host (the failover's stall cuts paths between servers with
+// iptables on the caller's host): the stalled failover breaks the Sentinel lock, and WAIT keeps
+// sentinel-wait safe through the same faults, as on loopback.
+func TestSSHSentinelFailoverScenarios(t *testing.T) {
+	hosts := upSSHHosts(t, 6)
+	bin := build(t)
+	args := append([]string{"scenario", "sentinel-failover", "sentinel-wait-failover", "--backend", "ssh", "--stop-at-first",
+		"--store", t.TempDir()}, hosts.flags()...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if code := exitCode(err); code != 0 || !bytes.Contains(out, []byte("2 met, 0 not met")) {
+		t.Fatalf("lockpick %s: exit %d, want both scenarios met:\n%s", strings.Join(args, " "), code, out)
+	}
+	assertNoLeftovers(t, hosts)
+}
+
 // A cut over SSH is iptables rules on the node's host: measured from the harness on the host's own
 // interface, a round trip answers before the cut, does not during it (drop: no answer; reset: an
 // immediate refusal), and answers again after the heal; the rules are on the node's host only.
