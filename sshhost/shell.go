@@ -21,7 +21,8 @@ import (
 // shellDone ends each script's output, with the script's status.
 const shellDone = "__lockpick_done__"
 
-// maxShells bounds the shells kept open on one host; a script waits for a free one past it.
+// maxShells bounds the shells kept open on one host, below sshd's MaxSessions (10 by default); a
+// script waits for a free one past it.
 const maxShells = 8
 
 // shell is a sh kept running on the host, its input and output attached.
