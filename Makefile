@@ -59,7 +59,7 @@ test: deps browser vet tidy shim
 # local and on a remote Engine; skipped, saying why, without an Engine), the report of a history of
 # a million events (TestReportSizeIsBounded), and the current etcd's build from the Go module proxy
 # (TestCurrentEtcdBuildsAndServes: minutes on a fresh machine). A plain go test ./... runs them too.
-LONG_TESTS := ^(TestDocker.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
+LONG_TESTS := ^(TestDocker.*|TestSSH.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
 test-long: deps shim
 	$(GO) test -race -count=1 -timeout 30m -run '$(LONG_TESTS)' ./...
 	@scripts/ssh-hosts.sh selftest

@@ -216,12 +216,13 @@ func checkOptions(cfg Config) checker.Options {
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	server := cfg.traits().Server
-	if (server == "redis-server" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
+	onHosts := cfg.Backend == systems.BackendExternal || cfg.Backend == systems.BackendSSH // the servers are not this host's
+	if (server == "redis-server" && !onHosts) || cfg.Workload == "counter" {
 		if _, err := systems.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
-	if server == "etcd-server" && cfg.Backend != systems.BackendExternal {
+	if server == "etcd-server" && !onHosts {
 		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
 		if err != nil {
 			return "", err
@@ -626,6 +627,7 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
 	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
+	scfg.SSH = cfg.sshConfig(dir)
 	err = onFreshPorts(log, cfg.System, nodesDir, func() (err error) {
 		sys.sut, err = systems.Start(ctx, cfg.System, scfg)
 		return err
