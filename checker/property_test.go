@@ -212,7 +212,9 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 }
 
 func TestMonitorOnGeneratedHistory(t *testing.T) {
-	evs := Generate(3, 30000, 3)
+	// 10,000 operations already hold contention, unknown outcomes, overruns and faults (the floors
+	// below); more only cost time under -race.
+	evs := Generate(3, 10000, 3)
 	m := NewMonitor()
 	// Several goroutines read while one feeds, as a progress line would.
 	var wg sync.WaitGroup
