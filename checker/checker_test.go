@@ -546,9 +546,9 @@ func containsSubstring(list []string, sub string) bool {
 func TestContendedChainIsCutAtHeldPoints(t *testing.T) {
 	// Every acquire is invoked while the previous hold is still in effect and completes after it
 	// ended, so there is no quiet point at all: without held cuts this would be one segment of
-	// 40,000 operations, too large for porcupine.
+	// 2n operations, more than maxSegmentOps: too large for porcupine.
 	h := &hist{}
-	const n = 20000
+	const n = maxSegmentOps/2 + 500
 	for i := int64(0); i < n; i++ {
 		v := fmt.Sprint(i)
 		h.acquire(int(i%10), "k", 10*i+97, 10*i+101, history.OK, v, 10*i+1000)
@@ -637,10 +637,11 @@ func queuedHandOffs(n int) []history.Event {
 	return evs
 }
 
-// 24,000 queued hand-offs (48,000 porcupine operations in one segment, past maxSegmentOps): too
-// long for porcupine, decided exactly by the sweep, quickly.
+// Queued hand-offs just past maxSegmentOps porcupine operations in one segment (two per hand-off):
+// too long for porcupine, decided exactly by the sweep, quickly.
 func TestQueuedHandOffsAreDecidedByTheSweep(t *testing.T) {
-	evs := queuedHandOffs(24_000)
+	const n = maxSegmentOps/2 + 500
+	evs := queuedHandOffs(n)
 	r := mustCheck(t, evs)
 	if r.Valid != Valid || r.ViolationCount != 0 || r.Segments != 1 || r.DecidedBy != "sweep (1 segment too long for porcupine)" {
 		t.Fatalf("want valid decided by the sweep in 1 segment, got %s by %q in %d segments\n%s", r.Valid, r.DecidedBy, r.Segments, r.Summary())
@@ -651,7 +652,7 @@ func TestQueuedHandOffsAreDecidedByTheSweep(t *testing.T) {
 	t.Logf("%d events checked in %s", len(evs), r.CheckDuration)
 	// One acquire that completes a millisecond before the previous release: found.
 	for i := range evs {
-		if e := &evs[i]; e.F == history.FAcquire && e.Type == history.OK && e.Value == "17777" {
+		if e := &evs[i]; e.F == history.FAcquire && e.Type == history.OK && e.Value == fmt.Sprint(n*3/4) {
 			e.Time -= ms
 		}
 	}

@@ -148,7 +148,9 @@ func shortcutAgrees(evs []history.Event, decided *int) string {
 func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 	rng := rand.New(rand.NewSource(20240601))
 	var invalid, valid, split, shortcut int
-	for i := range 3000 {
+	// 1,500 histories clear every floor below with room (halved from 3,000 for make test's budget,
+	// issue 28; the seed is fixed, so these are the first half of the same histories).
+	for i := range 1500 {
 		evs := randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(50))
 		// As lockpick check reads it: from JSON lines, one event at a time (checkStreamed also
 		// checks the whole slice and fails if the two differ).
@@ -210,7 +212,9 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 }
 
 func TestMonitorOnGeneratedHistory(t *testing.T) {
-	evs := Generate(3, 30000, 3)
+	// 10,000 operations already hold contention, unknown outcomes, overruns and faults (the floors
+	// below); more only cost time under -race.
+	evs := Generate(3, 10000, 3)
 	m := NewMonitor()
 	// Several goroutines read while one feeds, as a progress line would.
 	var wg sync.WaitGroup

@@ -321,7 +321,10 @@ func oracle(evs []history.Event) (overlaps, late, reentries, crashes int) {
 func TestReentrantHistoriesAgreeWithOracle(t *testing.T) {
 	rng := rand.New(rand.NewSource(23))
 	var withReentry, withLate, withCrash, withBoth, invalid, disagree int
-	for i := range 4000 {
+	// 2,000 histories clear every floor below with room (halved from 4,000 for make test's budget,
+	// issue 28; the seed is fixed, so these are the first half of the same histories).
+	const histories = 2000
+	for i := range histories {
 		evs := reentrantHistory(rng)
 		if msg := agreeWithOracle(evs); msg != "" {
 			disagree++
@@ -350,9 +353,9 @@ func TestReentrantHistoriesAgreeWithOracle(t *testing.T) {
 			withBoth++
 		}
 	}
-	t.Logf("4000 histories: %d with re-entries that continued a hold, %d with re-entries after the hold had ended, %d with client crashes, %d with re-entries and crashes, %d invalid; %d disagreements",
-		withReentry, withLate, withCrash, withBoth, invalid, disagree)
-	if withReentry < 1000 || withLate < 300 || withCrash < 300 || withBoth < 200 || invalid < 400 || 4000-invalid < 400 {
+	t.Logf("%d histories: %d with re-entries that continued a hold, %d with re-entries after the hold had ended, %d with client crashes, %d with re-entries and crashes, %d invalid; %d disagreements",
+		histories, withReentry, withLate, withCrash, withBoth, invalid, disagree)
+	if withReentry < 1000 || withLate < 300 || withCrash < 300 || withBoth < 200 || invalid < 400 || histories-invalid < 400 {
 		t.Errorf("weak sample: %d, %d, %d, %d, %d invalid", withReentry, withLate, withCrash, withBoth, invalid)
 	}
 }
