@@ -71,3 +71,33 @@ func TestBugLocksControls(t *testing.T) {
 		})
 	}
 }
+
+// go-zero#4319: the holder's nested Acquire of its own RedisLock answers true, the nested section's
+// Release deletes the key, and a second client is granted it while the outer section still holds.
+func TestGoZeroNestedReleaseFreesTheOuterHold(t *testing.T) {
+	a, b := buildPair(t, "go-zero-nested")
+	ctx := context.Background()
+	outer, err := a.Acquire(ctx, "lockpick:0", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "lockpick:0", 2*time.Second); !IsHeld(err) {
+		t.Fatalf("another client's acquire of a held key: %v, want held", err)
+	}
+	inner, err := a.Acquire(ctx, "lockpick:0", 2*time.Second)
+	if err != nil {
+		t.Fatalf("nested acquire by the holder: %v; go-zero answers true", err)
+	}
+	if inner.Depth != 2 || inner.Value != outer.Value {
+		t.Fatalf("nested lease depth %d value %q, want depth 2 and the outer's value %q", inner.Depth, inner.Value, outer.Value)
+	}
+	if err := a.Release(ctx, inner); err != nil {
+		t.Fatalf("nested release: %v", err)
+	}
+	if _, err := b.Acquire(ctx, "lockpick:0", 2*time.Second); err != nil {
+		t.Fatalf("second client's acquire after the nested release: %v; the bug grants it under the outer hold", err)
+	}
+	if err := a.Release(ctx, outer); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("outer release: %v, want lease lost (the key is the second client's)", err)
+	}
+}

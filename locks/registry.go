@@ -93,6 +93,7 @@ func kinds() []Kind {
 		// their users do, each reproducing an upstream report.
 		{Name: "py-redis-reacquire", Breaks: "redis-py#4279", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/redis_reacquire.py")},
 		{Name: "bsm-redislock-token", Breaks: "bsm/redislock#71", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislockToken(n[0], o) }},
+		{Name: "go-zero-nested", Breaks: "go-zero#4319", Library: modGoZero, Reentrant: true, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZeroNested(n[0], o) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }

@@ -9,7 +9,7 @@ bin=$1 store=$2 parallel=$3
 shift 3
 # The rows: each a scenario of the catalogue (docs/bugs.md says which upstream bug it reproduces).
 names="bug-redis-py-4279-reacquire bug-bsm-redislock-token etcd-unlock-retry
-	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed"
+	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed bug-go-zero-4319-nested go-zero-none"
 start=$(date +%s)
 for seed in "$@"; do
 	mkdir -p "$store/seed$seed"
