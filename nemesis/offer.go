@@ -68,6 +68,9 @@ func staticOffer(system, backend string) Offer {
 	if !tr.WriteHolds {
 		o.lack(WriteHolds, "the servers of "+system+" cannot hold writes back", false)
 	}
+	if !tr.Sessions {
+		o.lack(Sessions, "the servers of "+system+" have no client sessions lockpick can end", false)
+	}
 	if !promotes(t) {
 		o.lack(Promotion, system+" has no primary whose replicas take over", false)
 	}

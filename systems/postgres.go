@@ -83,7 +83,7 @@ func (postgresTopology) Clocks() error { return nil }
 // Traits implements Topology.
 func (postgresTopology) Traits() Traits {
 	return Traits{
-		Server:  "postgres",
+		Server: "postgres", Sessions: true,
 		Keys:    "the lock's statements touch only advisory locks numbered from these keys and the rows of the table lockpick_leases whose key is one of them",
 		Cleanup: "lockpick runs postgres itself; it does not run on someone else's PostgreSQL (%s)",
 	}
@@ -290,9 +290,61 @@ func (s *postgresSys) Close() error {
 // PostgresAdmin opens the harness's own connection to the server at addr (its own address, past
 // every link), for faults that act on sessions (pg_terminate_backend).
 func PostgresAdmin(ctx context.Context, addr string) (*pgx.Conn, error) {
-	c, err := pgx.Connect(ctx, pgConnString(addr))
+	c, err := pgx.Connect(ctx, pgConnString(addr)+" application_name=lockpick-admin")
 	if err != nil {
 		return nil, fmt.Errorf("postgres admin connection to %s: %w", addr, err)
 	}
 	return c, nil
+}
+
+// SessionEnder is a system whose servers can end their clients' sessions.
+type SessionEnder interface {
+	// EndSessions ends, on node, the sessions of the clients that hold a lock (an advisory lock),
+	// or, when none does, every client session; it returns the process ids of the sessions ended.
+	EndSessions(ctx context.Context, node string) ([]int, error)
+}
+
+// pgSessionTargets lists the backends that hold advisory locks, or, when none does, every other
+// client backend (a lease table's holders keep no session of their own); the harness's own
+// connections (application_name lockpick-admin) are never among them.
+const pgSessionTargets = `WITH holders AS (
+	SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.locktype = 'advisory' AND l.granted AND a.application_name <> 'lockpick-admin'
+)
+SELECT pid FROM holders
+UNION ALL
+SELECT pid FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND application_name <> 'lockpick-admin' AND NOT EXISTS (SELECT 1 FROM holders)`
+
+// EndSessions implements SessionEnder, over the primary's own address.
+func (s *postgresSys) EndSessions(ctx context.Context, node string) ([]int, error) {
+	if node != pgNode {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := PostgresAdmin(ctx, s.nodes[0].Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, pgSessionTargets)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	var ended []int
+	for _, pid := range pids {
+		var ok bool
+		if err := c.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil {
+			return ended, fmt.Errorf("terminate session %d on %s: %w", pid, node, err)
+		}
+		if ok {
+			ended = append(ended, int(pid))
+		}
+	}
+	return ended, nil
 }
