@@ -79,14 +79,23 @@ func (p *pgConns) timeout() time.Duration { return max(p.opts.NodeTimeout, 250*t
 
 // get takes an idle connection or dials a new one.
 func (p *pgConns) get(ctx context.Context) (*pgx.Conn, error) {
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		if n == 0 {
+			p.mu.Unlock()
+			break
+		}
 		c := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		return c, nil
+		// An idle connection whose session the server ended (it sent FATAL) is dropped, as pgxpool
+		// checks a connection before handing it out.
+		if err := c.PgConn().CheckConn(); err == nil {
+			return c, nil
+		}
+		p.drop(c)
 	}
-	p.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, max(4*p.timeout(), time.Second))
 	defer cancel()
 	c, err := pgx.Connect(cctx, pgConnString(p.ep.Addr))
