@@ -60,18 +60,27 @@ func pgClassify(err error) error {
 type pgConns struct {
 	ep   Endpoint
 	opts Options
+	// simple: the statements go by the simple protocol, as pgx's users are told to configure it
+	// behind PgBouncer's transaction pooling (a prepared statement would land on another session).
+	simple bool
 
 	mu   sync.Mutex
 	idle []*pgx.Conn
 	all  map[*pgx.Conn]bool
 }
 
-func newPGConns(eps []Endpoint, o Options) (*pgConns, error) {
-	if len(eps) != 1 {
-		return nil, fmt.Errorf("the postgres locks run on one primary, got %d endpoints", len(eps))
+// newPGConns connects to the endpoint of node (the primary, or a pooler in front of it).
+func newPGConns(eps []Endpoint, o Options, node string) (*pgConns, error) {
+	for _, ep := range eps {
+		if ep.Node == node {
+			return &pgConns{ep: ep, opts: o.withDefaults(), all: map[*pgx.Conn]bool{}, simple: node != pgPrimary}, nil
+		}
 	}
-	return &pgConns{ep: eps[0], opts: o.withDefaults(), all: map[*pgx.Conn]bool{}}, nil
+	return nil, fmt.Errorf("the postgres system has no node %s (a pooler needs Debian's pgbouncer: scripts/install-deps.sh)", node)
 }
+
+// pgPrimary is the postgres system's primary.
+const pgPrimary = "pg1"
 
 // timeout bounds one statement: a node timeout, at least 250 ms (a backend is a process, slower
 // to answer than a Redis command on a loaded machine).
@@ -98,7 +107,11 @@ func (p *pgConns) get(ctx context.Context) (*pgx.Conn, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, max(4*p.timeout(), time.Second))
 	defer cancel()
-	c, err := pgx.Connect(cctx, pgConnString(p.ep.Addr))
+	conn := pgConnString(p.ep.Addr)
+	if p.simple {
+		conn += " default_query_exec_mode=simple_protocol"
+	}
+	c, err := pgx.Connect(cctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %v", ErrNotAcquired, p.ep.Node, err)
 	}
@@ -158,8 +171,8 @@ type pgHold struct {
 	value string
 }
 
-func newPGAdvisory(eps []Endpoint, o Options, xact bool) (Locker, error) {
-	conns, err := newPGConns(eps, o)
+func newPGAdvisory(eps []Endpoint, o Options, xact bool, node string) (Locker, error) {
+	conns, err := newPGConns(eps, o, node)
 	if err != nil {
 		return nil, err
 	}
@@ -167,11 +180,25 @@ func newPGAdvisory(eps []Endpoint, o Options, xact bool) (Locker, error) {
 }
 
 func newPGAdvisorySession(eps []Endpoint, o Options) (Locker, error) {
-	return newPGAdvisory(eps, o, false)
+	return newPGAdvisory(eps, o, false, pgPrimary)
 }
 
 func newPGAdvisoryXact(eps []Endpoint, o Options) (Locker, error) {
-	return newPGAdvisory(eps, o, true)
+	return newPGAdvisory(eps, o, true, pgPrimary)
+}
+
+// newPGAdvisoryBouncer is pg-advisory through PgBouncer in transaction pooling: every statement
+// outside a transaction may run on another server session, so the session lock is taken on one
+// session and the next client's try runs on the same one (an advisory lock is reentrant within its
+// session) or the unlock on another.
+func newPGAdvisoryBouncer(eps []Endpoint, o Options) (Locker, error) {
+	return newPGAdvisory(eps, o, false, systems.PgBouncerTransaction)
+}
+
+// newPGAdvisoryBouncerSession is pg-advisory through PgBouncer in session pooling: a client keeps
+// its server session while it is connected, as without the pooler.
+func newPGAdvisoryBouncerSession(eps []Endpoint, o Options) (Locker, error) {
+	return newPGAdvisory(eps, o, false, systems.PgBouncerSession)
 }
 
 // Acquire implements Locker. ttl is not used: an advisory lock has none.
@@ -267,7 +294,7 @@ type pgLease struct {
 }
 
 func newPGLease(eps []Endpoint, o Options) (Locker, error) {
-	conns, err := newPGConns(eps, o)
+	conns, err := newPGConns(eps, o, pgPrimary)
 	if err != nil {
 		return nil, err
 	}

@@ -114,3 +114,38 @@ func TestPostgresLeaseTokensAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Through PgBouncer in transaction pooling a second client is granted a held session lock (its try
+// runs on the holder's server session, where the lock is reentrant); in session pooling it is refused.
+func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
+	sys := postgresSystem(t)
+	if len(sys.Nodes()) < 3 {
+		t.Skip("pgbouncer tests skipped: pgbouncer not installed (scripts/install-deps.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := openOn(t, sys, "pg-advisory-pgbouncer-session", Options{}), openOn(t, sys, "pg-advisory-pgbouncer-session", Options{})
+	if _, err := a.Acquire(ctx, "k", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "k", 2*time.Second); !IsHeld(err) {
+		t.Fatalf("session pooling: a held key: %v, want held", err)
+	}
+	// Transaction pooling, three server sessions: some of a few tries land on the holder's.
+	c := openOn(t, sys, "pg-advisory-pgbouncer", Options{})
+	if _, err := c.Acquire(ctx, "t", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	granted := 0
+	for range 10 {
+		d := openOn(t, sys, "pg-advisory-pgbouncer", Options{})
+		if _, err := d.Acquire(ctx, "t", 2*time.Second); err == nil {
+			granted++
+		} else if !IsHeld(err) {
+			t.Fatal(err)
+		}
+	}
+	if granted == 0 {
+		t.Fatal("transaction pooling: no try of 10 was granted the held key")
+	}
+}

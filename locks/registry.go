@@ -93,6 +93,8 @@ func kinds() []Kind {
 		// last while their session (transaction) does, and a lease table with fencing tokens.
 		{Name: "pg-advisory", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisorySession},
 		{Name: "pg-advisory-xact", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryXact},
+		{Name: "pg-advisory-pgbouncer", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryBouncer},
+		{Name: "pg-advisory-pgbouncer-session", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryBouncerSession},
 		{Name: "pg-lease", Library: modPgx, System: "postgres", Tokens: true, Probe: newPGProbe, Build: newPGLease},
 		// The catalogue of real bugs (docs/bugs.md): shipped libraries configured or renewed the way
 		// their users do, each reproducing an upstream report.

@@ -11,7 +11,7 @@ shift 3
 # BUG_SCENARIOS, when set, runs only the rows it names.
 names=${BUG_SCENARIOS:-"bug-redis-py-4279-reacquire bug-bsm-redislock-token etcd-unlock-retry
 	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed pg-advisory-terminate
-	pg-advisory-xact-terminate pg-advisory-restart"}
+	pg-advisory-xact-terminate pg-advisory-restart pg-advisory-pgbouncer pg-advisory-pgbouncer-session"}
 start=$(date +%s)
 for seed in "$@"; do
 	mkdir -p "$store/seed$seed"

@@ -24,8 +24,20 @@ type PostgresConfig struct {
 	Bin string
 }
 
-// pgNode is the postgres system's one node: the primary.
-const pgNode = "pg1"
+// The postgres system's nodes: the primary, and PgBouncer in front of it in session pooling and in
+// transaction pooling (a lock picks the node its clients connect to).
+const (
+	pgNode = "pg1"
+	// PgBouncerSession and PgBouncerTransaction are the poolers' node names.
+	PgBouncerSession     = "pgb-session"
+	PgBouncerTransaction = "pgb-tx"
+)
+
+// RolePooler is a connection pooler in front of the primary.
+const RolePooler Role = "pooler"
+
+// pgBouncerProgram is Debian's PgBouncer.
+const pgBouncerProgram = "/usr/sbin/pgbouncer"
 
 // pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves.
 var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept connections"}
@@ -62,9 +74,13 @@ type postgresTopology struct{}
 // Name implements Topology.
 func (postgresTopology) Name() string { return "postgres" }
 
-// Layout implements Topology: one primary, pg1.
+// Layout implements Topology: one primary, pg1, and its two poolers when PgBouncer is installed.
 func (postgresTopology) Layout(Config) ([]Node, error) {
-	return []Node{{Name: pgNode, Role: RolePrimary, Data: true}}, nil
+	nodes := []Node{{Name: pgNode, Role: RolePrimary, Data: true}}
+	if _, err := os.Stat(pgBouncerProgram); err == nil {
+		nodes = append(nodes, Node{Name: PgBouncerSession, Role: RolePooler}, Node{Name: PgBouncerTransaction, Role: RolePooler})
+	}
+	return nodes, nil
 }
 
 // Programs implements Topology.
@@ -164,7 +180,74 @@ func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ Sys
 	if err := s.backend.Start(ctx, pgNode); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
+	for i := 1; i < len(s.nodes); i++ {
+		if err := s.startBouncer(ctx, b, &s.nodes[i], cred, port); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// startBouncer declares and starts a PgBouncer node in front of the primary's port, pooling
+// sessions or transactions as its name says. Transaction pooling gets a small pool (3 server
+// connections), so that clients share server sessions as they do in production; session pooling
+// one large enough for every client (a session is held while its client is connected).
+func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *syscall.Credential, pgPort string) error {
+	mode, pool := "session", 100
+	if n.Name == PgBouncerTransaction {
+		mode, pool = "transaction", 3
+	}
+	ports, err := b.reserve(1)
+	if err != nil {
+		return err
+	}
+	n.Addr = ports[0].Addr().String()
+	_, port, _ := net.SplitHostPort(n.Addr)
+	nd := b.nodeDir(n.Name)
+	if err := os.MkdirAll(nd, 0o755); err != nil {
+		return fmt.Errorf("pgbouncer node directory: %w", err)
+	}
+	ini := fmt.Sprintf(`[databases]
+postgres = host=127.0.0.1 port=%s dbname=postgres user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %s
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = %s
+default_pool_size = %d
+max_client_conn = 500
+logfile = %s
+pidfile =
+server_login_retry = 1
+`, pgPort, port, filepath.Join(nd, "userlist.txt"), mode, pool, filepath.Join(nd, "pgbouncer.log"))
+	for name, body := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": "\"postgres\" \"\"\n"} {
+		if err := os.WriteFile(filepath.Join(nd, name), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("pgbouncer %s: %w", name, err)
+		}
+	}
+	if cred != nil {
+		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgbouncer node directory: %w", err)
+		}
+	}
+	addr := n.Addr
+	spec := nodeSpec{name: n.Name, dir: nd, cmd: []string{pgBouncerProgram, filepath.Join(nd, "pgbouncer.ini")}, addr: addr,
+		reserved: ports[0], cred: cred, readyLog: logLine{file: "pgbouncer.log", text: "process up"},
+		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
+	if _, err := b.t.add(ctx, spec); err != nil {
+		return err
+	}
+	for _, g := range b.cfg.Groups {
+		if _, err := s.links.Add(g, n.Name, addr); err != nil {
+			return err
+		}
+	}
+	if err := s.backend.Start(ctx, n.Name); err != nil {
+		return fmt.Errorf("start pgbouncer (%s pooling): %w", mode, err)
+	}
+	return nil
 }
 
 // postgresUser is the user the server runs as: PostgreSQL refuses to run as root, so a harness
@@ -226,10 +309,11 @@ func reachable(dir string, cred *syscall.Credential) error {
 	}
 }
 
-// pgConnString is the connection string of database postgres at addr as user postgres.
+// pgConnString is the harness's connection string of database postgres at addr as user postgres.
 func pgConnString(addr string) string {
 	host, port, _ := net.SplitHostPort(addr)
-	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=2", host, port)
+	// The simple protocol: a prepared statement would not survive transaction pooling.
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=2 default_query_exec_mode=simple_protocol", host, port)
 }
 
 // pgAnswers runs SELECT 1 on a fresh connection to addr.
@@ -275,10 +359,12 @@ func (s *postgresSys) HoldWrites(context.Context, string, time.Duration, func(co
 
 // Ping implements System.
 func (s *postgresSys) Ping(ctx context.Context, node string) error {
-	if node != pgNode {
-		return fmt.Errorf("no node %q", node)
+	for _, n := range s.nodes {
+		if n.Name == node {
+			return pgAnswers(ctx, n.Addr)
+		}
 	}
-	return pgAnswers(ctx, s.nodes[0].Addr)
+	return fmt.Errorf("no node %q", node)
 }
 
 // Close implements System.

@@ -53,11 +53,13 @@ func TestPostgresKillRestartWipePause(t *testing.T) {
 		return err
 	}
 	eps, err := sys.Endpoints("c1")
-	if err != nil || len(eps) != 1 || eps[0].Addr == addr {
-		t.Fatalf("endpoints %v, %v: want one link, not the node's own address", eps, err)
+	if err != nil || eps[0].Node != pgNode || eps[0].Addr == addr {
+		t.Fatalf("endpoints %v, %v: want the primary first, through a link", eps, err)
 	}
-	if err := pgAnswers(ctx, eps[0].Addr); err != nil {
-		t.Fatalf("through the link: %v", err)
+	for _, ep := range eps { // the primary, and the poolers when pgbouncer is installed
+		if err := pgAnswers(ctx, ep.Addr); err != nil {
+			t.Fatalf("%s through its link: %v", ep.Node, err)
+		}
 	}
 	if err := exec("CREATE TABLE kept (x int)"); err != nil {
 		t.Fatal(err)
