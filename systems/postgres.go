@@ -85,6 +85,9 @@ func (postgresTopology) Layout(Config) ([]Node, error) {
 
 // Programs implements Topology.
 func (postgresTopology) Programs(cfg Config) ([]string, error) {
+	if cfg.Backend == BackendDocker {
+		return nil, errors.New("the postgres system runs on the local backend only: drop --backend docker")
+	}
 	bin, err := FindPostgres(cfg.Postgres.Bin)
 	if err != nil {
 		return nil, err
