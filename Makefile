@@ -59,7 +59,7 @@ test: deps browser vet tidy shim
 # local and on a remote Engine; skipped, saying why, without an Engine), the report of a history of
 # a million events (TestReportSizeIsBounded), and the current etcd's build from the Go module proxy
 # (TestCurrentEtcdBuildsAndServes: minutes on a fresh machine). A plain go test ./... runs them too.
-LONG_TESTS := ^(TestDocker.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
+LONG_TESTS := ^(TestDocker.*|TestSSH.*|TestReportSizeIsBounded|TestCurrentEtcdBuildsAndServes)$$
 test-long: deps shim
 	$(GO) test -race -count=1 -timeout 30m -run '$(LONG_TESTS)' ./...
 	@scripts/ssh-hosts.sh selftest
@@ -91,14 +91,18 @@ docs-commands: deps
 # wall time, CPU (user+sys) and peak RSS, medians of BENCH_REPS, with a hash of the verdict
 # (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same files, run
 # alternately with $(BIN); BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in
-# $$TMPDIR). Last, the harness at the ceiling (no think time, no holds) beside a bare go-redis loop
-# on the same kind of nodes, for single and Redlock, with and without links (docs/speed.md).
+# $$TMPDIR). Then the end of a run at the ceiling of BENCH_END long (scripts/bench-end.sh: recovery
+# end to exit, CPU, peak RSS, beside BEFORE's). Last, the harness at the ceiling (no think time, no
+# holds) beside a bare go-redis loop on the same kind of nodes, for single and Redlock, with and
+# without links (docs/speed.md).
 BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
 BENCH_REPS  ?= 3
+BENCH_END   ?= 60s
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
 	SIZES="$(BENCH_SIZES)" REPS="$(BENCH_REPS)" scripts/bench-check.sh $(BIN) $(BEFORE)
+	END_TIME="$(BENCH_END)" scripts/bench-end.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
 	$(GO) test ./harness -run '^$$' -bench Ceiling -benchtime 1x
 

@@ -196,8 +196,8 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
 	r.Stats.NearDeadline = nearDeadline(p.holds)
-	r.Stats.LatencyOK = latency(p.okLat)
-	r.Stats.LatencyAll = latency(p.allLat)
+	r.Stats.LatencyOK = latency(&p.okLat)
+	r.Stats.LatencyAll = latency(&p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {
 		r.Stats.AcquiresOKShare = float64(r.Stats.Acquires.OK) / float64(n)
 	}

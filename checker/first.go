@@ -114,7 +114,7 @@ func regrants(holds []hold, wins []FaultWindow) []Regrant {
 
 // promised is the validity each hold was promised at its grant, and how many holds had no deadline.
 func promised(holds []hold) (Latency, int) {
-	var ns []int64
+	var ns latencies
 	unbounded := 0
 	for i := range holds {
 		h := &holds[i]
@@ -123,10 +123,10 @@ func promised(holds []hold) (Latency, int) {
 		case h.granted == Never:
 			unbounded++
 		case h.Validity > 0:
-			ns = append(ns, h.Validity)
+			ns.add(h.Validity)
 		default:
-			ns = append(ns, h.granted-h.Start)
+			ns.add(h.granted - h.Start)
 		}
 	}
-	return latency(ns), unbounded
+	return latency(&ns), unbounded
 }

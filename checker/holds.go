@@ -43,8 +43,8 @@ type parsed struct {
 	// pairOf maps each nemesis event to the other half of its operation (see readFault).
 	pairOf map[int]int
 	stats  Stats
-	okLat  []int64 // latencies of ok acquires, ns
-	allLat []int64 // latencies of every completed acquire, ns
+	okLat  latencies // of ok acquires
+	allLat latencies // of every completed acquire
 	first  int64
 	last   int64
 	notes  []string
@@ -258,11 +258,11 @@ func (pr *parser) event(i int) {
 		pr.keyCounts(key).addAcquire(e)
 		pr.acquired(key, e)
 		lat := e.Time - inv.Time
-		p.allLat = append(p.allLat, lat)
+		p.allLat.add(lat)
 		if e.Type != history.OK {
 			return // fail and info never let the process into its critical section
 		}
-		p.okLat = append(p.okLat, lat)
+		p.okLat.add(lat)
 		if e.Depth > 1 && pr.reentered(e, key) {
 			return // the owner entered its hold again: legal, and no new hold
 		}

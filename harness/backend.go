@@ -31,6 +31,9 @@ func (c *Config) resolveBackend() error {
 	if err := c.offer.Check(c.faults); err != nil {
 		return err
 	}
+	if err := c.resolveSSH(); err != nil {
+		return err
+	}
 	if c.Backend == systems.BackendExternal {
 		return c.resolveExternal()
 	}

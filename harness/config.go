@@ -125,6 +125,13 @@ type Config struct {
 	// DockerPublishHost is where this host reaches the ports a remote Engine publishes (the nodes);
 	// empty means the host of DockerHost. An Engine reached through a tunnel needs it.
 	DockerPublishHost string `json:"docker_publish_host,omitempty"`
+	// SSHHosts are the hosts of the ssh backend; SSHUser, SSHKey and SSHKnownHosts (or one
+	// SSHFingerprints entry per host) say how to log in and whom to trust (sshOptions).
+	SSHHosts        []string `json:"ssh_hosts,omitempty"`
+	SSHUser         string   `json:"ssh_user,omitempty"`
+	SSHKey          string   `json:"ssh_key,omitempty"`
+	SSHKnownHosts   string   `json:"ssh_known_hosts,omitempty"`
+	SSHFingerprints []string `json:"ssh_fingerprints,omitempty"`
 	// Endpoints are the servers of the external backend, host:port each, run by someone else.
 	Endpoints []string `json:"endpoints,omitempty"`
 	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes

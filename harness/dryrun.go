@@ -43,6 +43,8 @@ func DryRun(cfg Config) (string, error) {
 		if cfg.traits().Peers {
 			p("  the servers talk to each other over their containers' addresses; a cut of a path between servers is iptables rules in the calling container's network namespace, and its latency sends the path's packets there to a queue of its own (NFQUEUE, --queue-bypass) that lockpick holds each packet in for half the delay each way")
 		}
+	case systems.BackendSSH:
+		cfg.dryRunSSH(p)
 	default:
 		p("  %d nodes as child processes on loopback, stopped at the end", len(cfg.layout()))
 	}

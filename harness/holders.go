@@ -55,12 +55,8 @@ func (h *holders) observe(e history.Event) {
 	case e.F == history.FAcquire:
 		delete(h.key, e.Process)
 	case e.F == history.FRelease && e.Type == history.Invoke:
-		hs := slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
-		if len(hs) == 0 {
-			delete(h.held, e.Process)
-		} else {
-			h.held[e.Process] = hs
-		}
+		// An emptied list is kept: its process's next grant reuses it rather than allocating.
+		h.held[e.Process] = slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
 	}
 }
 

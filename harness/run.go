@@ -55,6 +55,8 @@ type Outcome struct {
 	Notes []string
 	// Library is the library the run tested (Config.Library).
 	Library *history.Library
+	// checking is the check that read the history while the run wrote it (nil: check at the end).
+	checking *results.Following
 	// Unwritten are the run's files that could not be written once it had its verdict (a full
 	// disk), each with the fix; the verdict stands. A run whose results.json is among them is not
 	// linked as store/latest.
@@ -142,7 +144,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 		histPath = hk.historyPath
 	}
 	log.Info("run started", "dir", dir, "lock", cfg.Lock, "system", cfg.System, "nemesis", cfg.Nemesis, "seed", cfg.Seed)
-	out, err := drive(ctx, cfg, sys, nems, schedule, histPath, progress, log)
+	out, err := drive(ctx, cfg, sys, nems, schedule, dir, histPath, progress, log)
 	if cfg.Library = libs.library(); cfg.Library != nil {
 		if werr := results.WriteJSON(dir, results.ConfigFile, cfg); werr != nil {
 			log.Warn("cannot record the library in config.json", "err", werr)
@@ -160,7 +162,7 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 	// The system is stopped before the check, so the checker has the machine to itself.
 	sys.close()
 	log.Info("run finished; checking", "stopped", out.Stopped)
-	if err := finish(out, cfg, time.Duration(cfg.CheckTimeout), hk, log); err != nil {
+	if err := finish(out, cfg, hk, log); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -169,8 +171,14 @@ func execute(ctx context.Context, cfg Config, progress io.Writer, hk hooks) (*Ou
 // finish checks the run, says its verdict (hk.verdict), and only then writes results.json and the
 // files derived from it: a failure to write is one of out.Unwritten with its fix, never an error
 // that would hide the verdict. store/latest moves to the run once results.json is written.
-func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog.Logger) error {
-	c, err := results.CheckRun(out.Dir, checker.Options{Timeout: timeout})
+func finish(out *Outcome, cfg Config, hk hooks, log *slog.Logger) error {
+	var c *results.Checked
+	var err error
+	if out.checking != nil {
+		c, err = out.checking.Finish()
+	} else {
+		c, err = results.CheckRun(out.Dir, checkOptions(cfg))
+	}
 	if err != nil {
 		return fmt.Errorf("check %s: %w", out.Dir, err)
 	}
@@ -197,18 +205,24 @@ func finish(out *Outcome, cfg Config, timeout time.Duration, hk hooks, log *slog
 	return nil
 }
 
+// checkOptions are the checker's options of a run.
+func checkOptions(cfg Config) checker.Options {
+	return checker.Options{Timeout: time.Duration(cfg.CheckTimeout)}
+}
+
 // findBinaries checks that the servers' programs are there (redis-server for Redis systems and the
 // counter's resource; etcd, recording its version, for the etcd system) and finds the clock shim when
 // a nemesis needs it. Only runs that move clocks load the shim: other runs use the nodes unmodified,
 // so nothing of it (a system call per clock read) can colour their results.
 func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 	server := cfg.traits().Server
-	if (server == "redis-server" && cfg.Backend != systems.BackendExternal) || cfg.Workload == "counter" {
+	onHosts := cfg.Backend == systems.BackendExternal || cfg.Backend == systems.BackendSSH // the servers are not this host's
+	if (server == "redis-server" && !onHosts) || cfg.Workload == "counter" {
 		if _, err := systems.FindRedisServer(cfg.RedisServer); err != nil {
 			return "", err
 		}
 	}
-	if server == "etcd-server" && cfg.Backend != systems.BackendExternal {
+	if server == "etcd-server" && !onHosts {
 		srv, err := systems.FindEtcd(ctx, cfg.EtcdServer, nil)
 		if err != nil {
 			return "", err
@@ -306,7 +320,7 @@ func warmUp(wg *sync.WaitGroup, ctx context.Context, run func(workloads.Env) err
 // phases, and the run's completion. Phases: faults until the time limit, then the nemeses heal,
 // then the processes go on without faults for the recovery phase. An interrupt or a failed history
 // write cuts every phase short but never skips the heal.
-func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, histPath string, progress io.Writer, log *slog.Logger) (*Outcome, error) {
+func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, dir, histPath string, progress io.Writer, log *slog.Logger) (out *Outcome, err error) {
 	st := newStatus()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
 	rec, err := history.Create(histPath, time.Now(), func(e history.Event) {
@@ -317,6 +331,17 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		return nil, err
 	}
 	defer rec.Close()
+	// The check reads the history as it is written, so the end of the run only finishes it: its
+	// time and memory then do not grow with the run's length.
+	checking, ferr := results.FollowRun(dir, histPath, checkOptions(cfg))
+	if ferr != nil {
+		log.Info("the history is checked once the run ends", "why", ferr)
+	}
+	defer func() {
+		if err != nil && checking != nil {
+			checking.Abandon()
+		}
+	}()
 
 	// The run's own context ends at an interrupt or at the first failed history write; cutAt is when.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
@@ -394,7 +419,7 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		recordFinal(ctx, rec, sys.resNode, cfg.KeyNames())
 	}
 
-	out := &Outcome{Interrupted: ctx.Err() != nil}
+	out = &Outcome{Interrupted: ctx.Err() != nil, checking: checking}
 	if warmed > 5*time.Second {
 		out.Notes = append(out.Notes, fmt.Sprintf("the clients took %v to start; the planned time counted from then", warmed.Round(100*time.Millisecond)))
 	}
@@ -605,6 +630,7 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
 	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
+	scfg.SSH = cfg.sshConfig(dir)
 	err = onFreshPorts(log, cfg.System, nodesDir, func() (err error) {
 		sys.sut, err = systems.Start(ctx, cfg.System, scfg)
 		return err

@@ -62,7 +62,10 @@ type Failover struct {
 	mu     sync.Mutex
 	hit    string          // the primary the fault in progress took away; "" when skipped
 	killed map[string]bool // nodes killed and not yet started
-	paused map[string]bool
+	// killedAt is when each node was last killed: a planned start keeps it down Down from then, as a
+	// kill that waited for its lease may come after the start's planned time.
+	killedAt map[string]time.Time
+	paused   map[string]bool
 	// died are nodes killed since the links to them were stalled: those links' connections are
 	// dead at the far end, and removing the stall resets them.
 	died map[string]bool
@@ -83,7 +86,7 @@ func failoverParams() []Param {
 }
 
 func buildFailover(env Env, p *Params) (Nemesis, error) {
-	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}}
+	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, killedAt: map[string]time.Time{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
 	f.Stall = p.Share("stall", 1)
 	f.Wait = p.Duration("wait", 2*env.TTL)
@@ -354,6 +357,9 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 			f.mu.Unlock()
 		}
 	case "kill", "start", "stop", "cont":
+		if verb == "start" {
+			f.keepDown(ctx, op)
+		}
 		for _, n := range op.Nodes {
 			errs = append(errs, f.process(ctx, verb, n))
 		}
@@ -363,6 +369,30 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 	return errors.Join(errs...)
 }
 
+// keepDown waits, before a planned start of a killed primary (not a restart's, not the final
+// heal's), until it has been down Down: without it a kill that waited long for a lease would be
+// followed at once by the start planned for its time, a restart without data instead of a failover.
+func (f *Failover) keepDown(ctx context.Context, op Op) {
+	f.mu.Lock()
+	if op.At == 0 || f.restarts[op.At] {
+		f.mu.Unlock()
+		return
+	}
+	var wait time.Duration
+	for _, n := range op.Nodes {
+		if at, ok := f.killedAt[n]; ok && f.killed[n] {
+			wait = max(wait, f.Down-time.Since(at))
+		}
+	}
+	f.mu.Unlock()
+	if wait > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
 // process kills, starts, stops or continues node n.
 func (f *Failover) process(ctx context.Context, verb, n string) error {
 	f.mu.Lock()
@@ -370,6 +400,7 @@ func (f *Failover) process(ctx context.Context, verb, n string) error {
 	switch verb {
 	case "kill":
 		f.killed[n] = true
+		f.killedAt[n] = time.Now()
 		f.died[n] = true
 		delete(f.paused, n) // a killed process is no longer stopped
 		return f.Env.Cluster.Kill(n)

@@ -85,7 +85,7 @@ func TestOfferRefusals(t *testing.T) {
 		system, backend, faults string
 		want                    []string
 	}{
-		{"redis-masters", "external", "pause", []string{"--nemesis pause pauses a server's process (node signals)", "someone else's", "use --backend local or docker, or client-side faults (partition, latency, client-pause, client-crash, client-clock)"}},
+		{"redis-masters", "external", "pause", []string{"--nemesis pause pauses a server's process (node signals)", "someone else's", "use --backend local or docker or ssh, or client-side faults (partition, latency, client-pause, client-crash, client-clock)"}},
 		{"etcd", "local", "clock", []string{"(node clocks)", "without libc", "a lock that runs on redis-masters or redis-sentinel", "another fault (restart,"}},
 		{"redis-masters", "local", "partition:paths=peers", []string{"--nemesis partition with paths=peers needs peer cuts", "never talk to each other", "drop paths=peers"}},
 		{"redis-sentinel", "external", "latency:paths=peers", []string{"with paths=peers needs peer latency", "--backend local or docker", "drop paths=peers"}},

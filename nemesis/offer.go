@@ -50,6 +50,11 @@ func staticOffer(system, backend string) Offer {
 	case systems.BackendExternal:
 		o.lack(nodeSide, "--backend external servers are someone else's", false)
 	case systems.BackendDocker:
+	case systems.BackendSSH:
+		if err := systems.CheckBackend(system, backend); err != nil {
+			o.lack(AllCapabilities, err.Error(), true)
+			return o
+		}
 	default:
 		o.lack(NetCuts, "--backend local nodes share the loopback interface", false)
 	}
@@ -70,6 +75,11 @@ func staticOffer(system, backend string) Offer {
 	}
 	if !tr.Sessions {
 		o.lack(Sessions, "the servers of "+system+" have no client sessions lockpick can end", false)
+	}
+	if backend == systems.BackendSSH {
+		// Paths between servers are cut with iptables on the hosts; slowing them needs a packet
+		// queue on each host, not built.
+		o.lack(PeerLatency, "--backend ssh does not slow the paths between servers yet", false)
 	}
 	if !promotes(t) {
 		o.lack(Promotion, system+" has no primary whose replicas take over", false)

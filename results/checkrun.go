@@ -2,8 +2,8 @@ package results
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
@@ -25,16 +25,13 @@ type Checked struct {
 // is passed to the checker; its Observe is CheckRun's own. Errors are the checker's (CheckFile).
 func CheckRun(dir string, opts checker.Options) (*Checked, error) {
 	meta, metaErr := readMeta(dir)
-	c := newCollector(meta)
-	opts.Observe = c.event
-	res, err := checker.CheckFile(filepath.Join(dir, history.FileName), opts)
+	path := filepath.Join(dir, history.FileName)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open history: %w", err)
 	}
-	// The checker's holds are garbage now: collected before the report is drawn, the report reuses
-	// their memory instead of growing the heap past the check's peak (a tenth of it at 10M operations).
-	runtime.GC()
-	return &Checked{Result: res, dir: dir, data: c.finish(res), metaErr: metaErr}, nil
+	defer f.Close()
+	return checkRun(dir, path, f, meta, metaErr, opts)
 }
 
 // Write stores the checked run's results in its directory: results.json, summary.txt, the

@@ -40,6 +40,7 @@ type Config struct {
 type Host struct {
 	addr   string
 	client *ssh.Client
+	pool   *shells
 }
 
 // Dial connects and logs in.
@@ -73,7 +74,7 @@ func Dial(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("ssh %s@%s: %w", cfg.User, addr, err)
 	}
 	conn.SetDeadline(time.Time{})
-	return &Host{addr: addr, client: ssh.NewClient(c, chans, reqs)}, nil
+	return &Host{addr: addr, client: ssh.NewClient(c, chans, reqs), pool: &shells{slots: make(chan struct{}, maxShells)}}, nil
 }
 
 func keyAuth(file string) (ssh.AuthMethod, error) {
@@ -121,6 +122,16 @@ func hostKeyCheck(cfg Config) (ssh.HostKeyCallback, error) {
 
 // Addr is the host's address, host:port.
 func (h *Host) Addr() string { return h.addr }
+
+// LocalIP is this machine's address on the connection to the host: where the host sees the
+// harness and its clients come from.
+func (h *Host) LocalIP() string {
+	if a, ok := h.client.LocalAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(h.client.LocalAddr().String())
+	return host
+}
 
 // Close ends the connection; processes started with Start keep running.
 func (h *Host) Close() error { return h.client.Close() }
@@ -178,7 +189,7 @@ func (h *Host) Start(ctx context.Context, dir, logFile string, env []string, arg
 		b.WriteString(Quote(a) + " ")
 	}
 	fmt.Fprintf(&b, ">>%s 2>&1 </dev/null & echo $!; }", Quote(logFile))
-	out, err := h.Run(ctx, b.String())
+	out, err := h.Sh(ctx, b.String())
 	if err != nil {
 		return 0, err
 	}
@@ -191,13 +202,13 @@ func (h *Host) Start(ctx context.Context, dir, logFile string, env []string, arg
 
 // Signal sends sig (a name such as KILL, STOP, CONT) to pid.
 func (h *Host) Signal(ctx context.Context, pid int, sig string) error {
-	_, err := h.Run(ctx, fmt.Sprintf("kill -%s %d", Quote(sig), pid))
+	_, err := h.Sh(ctx, fmt.Sprintf("kill -%s %d", Quote(sig), pid))
 	return err
 }
 
 // Alive reports whether pid runs (a stopped process counts; a zombie does not).
 func (h *Host) Alive(ctx context.Context, pid int) (bool, error) {
-	out, err := h.Run(ctx, fmt.Sprintf("ps -o stat= -p %d || true", pid))
+	out, err := h.Sh(ctx, fmt.Sprintf("ps -o stat= -p %d || true", pid))
 	if err != nil {
 		return false, err
 	}

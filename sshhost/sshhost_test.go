@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,15 @@ func testHosts(t *testing.T, n int) (addrs []string, key, known string) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "scripts", "ssh-hosts.sh")
+	// The namespaces' names are fixed: a test of another package using them waits for this one.
+	lock, err := os.Open(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
 	dir := t.TempDir()
 	run := func(args ...string) string {
 		cmd := exec.Command(script, args...)

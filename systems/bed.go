@@ -1,12 +1,14 @@
 package systems
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // bed is a backend made ready for one system: the node table on its runner, and how a topology
@@ -30,6 +32,7 @@ type bed struct {
 	image  string
 	docker *docker
 	remote *dockerRemote
+	ssh    *sshRunner
 }
 
 // openBed builds the backend cfg names for topology t: the node table on its runner, and on Docker
@@ -40,6 +43,10 @@ func openBed(ctx context.Context, t Topology, cfg Config) (*bed, error) {
 		return nil, fmt.Errorf("system %s: %w", t.Name(), err)
 	}
 	progs, err := t.Programs(cfg)
+	if cfg.Backend == BackendSSH {
+		// The servers run on the hosts: their program is found on each host's PATH there.
+		progs, err = []string{cmp.Or(cfg.RedisServer, hostProgram(t))}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +72,11 @@ func openBed(ctx context.Context, t Topology, cfg Config) (*bed, error) {
 		if err := b.openDocker(ctx, shim, persist); err != nil {
 			return nil, err
 		}
+	case cfg.Backend == BackendSSH:
+		if b.ssh, err = openSSH(ctx, cfg.SSH, dir, b.programs[0], shim, persist, cfg.Logger); err != nil {
+			return nil, err
+		}
+		b.t, b.backend = b.ssh.table, b.ssh
 	default:
 		b.t = newTable(localRunner{shim}, shim, persist, cfg.Logger)
 		b.backend, b.loopback = b.t, true
@@ -100,12 +112,27 @@ func (b *bed) where() string {
 		return " on the Docker Engine at " + b.cfg.Docker.Engine.Host()
 	case b.docker != nil:
 		return " on docker"
+	case b.ssh != nil:
+		return " on the hosts " + strings.Join(b.cfg.SSH.Hosts, ",")
 	}
 	return ""
 }
 
 // nodeDir is a node's directory.
-func (b *bed) nodeDir(name string) string { return filepath.Join(b.dir, name) }
+func (b *bed) nodeDir(name string) string {
+	if b.ssh != nil {
+		return b.ssh.nodeDir(name)
+	}
+	return filepath.Join(b.dir, name)
+}
+
+// hostProgram is the program of a topology's server as a host's PATH names it.
+func hostProgram(t Topology) string {
+	if t.Traits().Server == "etcd-server" {
+		return "etcd"
+	}
+	return t.Traits().Server
+}
 
 // reserve holds count free loopback ports for nodes (on loopback only): each stays held until
 // its node starts.
@@ -149,6 +176,9 @@ func (b *bed) peerAddr(name string, port int) string {
 func (b *bed) writeFile(ctx context.Context, name, path string, body []byte) error {
 	if b.remote != nil {
 		return b.remote.session.WriteFiles(ctx, name, filepath.Dir(path), map[string][]byte{filepath.Base(path): body})
+	}
+	if b.ssh != nil {
+		return b.ssh.writeFile(ctx, name, path, body)
 	}
 	if err := os.WriteFile(path, body, 0o644); err != nil {
 		return fmt.Errorf("node %s: write %s: %w", name, path, err)

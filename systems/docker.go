@@ -17,7 +17,7 @@ import (
 )
 
 // Backends lists the backends a system can run on.
-func Backends() []string { return []string{BackendLocal, BackendDocker, BackendExternal} }
+func Backends() []string { return []string{BackendLocal, BackendDocker, BackendSSH, BackendExternal} }
 
 // Backend names.
 const (
@@ -205,6 +205,14 @@ func CheckBackend(system, backend string) error {
 	case BackendDocker:
 		return nil
 	case BackendExternal:
+		return nil
+	case BackendSSH:
+		if system == "postgres" {
+			return fmt.Errorf("postgres runs on --backend local only: drop --backend ssh")
+		}
+		if system == "etcd" {
+			return fmt.Errorf("etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel")
+		}
 		return nil
 	}
 	return fmt.Errorf("unknown backend %q: use one of %v", backend, Backends())

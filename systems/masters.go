@@ -122,6 +122,10 @@ func mastersSpecs(b *bed, layout []Node) ([]nodeSpec, error) {
 		nd := b.nodeDir(n.Name)
 		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: redisPort, shim: true, data: redisData(nd),
 			cmd: append([]string{bin}, RedisArgs("0.0.0.0", redisPort, nd, b.t.persist)...)}
+		if b.ssh != nil {
+			specs[i].addr, specs[i].port = b.ssh.addr(n.Name), b.ssh.place(n.Name).port
+			specs[i].cmd = append([]string{bin}, RedisArgs("0.0.0.0", specs[i].port, nd, b.t.persist)...)
+		}
 		if b.loopback {
 			port := ports[i].Addr().(*net.TCPAddr).Port
 			specs[i].addr, specs[i].reserved = ports[i].Addr().String(), ports[i]

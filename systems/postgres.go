@@ -85,8 +85,8 @@ func (postgresTopology) Layout(Config) ([]Node, error) {
 
 // Programs implements Topology.
 func (postgresTopology) Programs(cfg Config) ([]string, error) {
-	if cfg.Backend == BackendDocker {
-		return nil, errors.New("the postgres system runs on the local backend only: drop --backend docker")
+	if cfg.Backend != "" && cfg.Backend != BackendLocal {
+		return nil, fmt.Errorf("the postgres system runs on the local backend only: drop --backend %s", cfg.Backend)
 	}
 	bin, err := FindPostgres(cfg.Postgres.Bin)
 	if err != nil {

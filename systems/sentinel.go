@@ -534,6 +534,9 @@ func (s *sentinelSys) placeContainers(ctx context.Context, b *bed) error {
 		if n.Role == RoleSentinel {
 			port = sentinelPort
 		}
+		if b.ssh != nil {
+			port = b.ssh.place(n.Name).port // several nodes may share a host
+		}
 		nd := b.nodeDir(n.Name)
 		specs[i] = nodeSpec{name: n.Name, dir: nd, idle: redisIdle(bin), port: port, peerPort: port, shim: true}
 		if n.Data {

@@ -174,6 +174,8 @@ type Config struct {
 	Backend string
 	// Docker is the Engine and run label of BackendDocker.
 	Docker DockerConfig
+	// SSH is the hosts and credentials of BackendSSH.
+	SSH SSHConfig
 	// Endpoints are the servers of BackendExternal, host:port each.
 	Endpoints []string
 	// KeyPrefix is the run's unique key prefix: on BackendExternal, Close deletes the keys that

@@ -100,6 +100,13 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"run", "--docker-publish-host", "10.0.0.5", "--store", store},
 		{"run", "--backend", "docker", "--docker-publish-host", "10.0.0.5", "--store", store},
 		{"run", "--backend", "docker", "--docker-host", "tcp://127.0.0.1:1", "--store", store},
+		{"run", "--backend", "ssh", "--store", store},
+		{"run", "--hosts", "10.0.0.5", "--store", store},
+		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "/nonexistent/key", "--store", store},
+		{"run", "--backend", "ssh", "--hosts", "10.0.0.5,10.0.0.6", "--ssh-key", "main_test.go", "--ssh-fingerprint", "SHA256:x", "--store", store},
+		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "main_test.go", "--lock", "etcd", "--store", store},
+		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "main_test.go", "--nemesis", "latency:paths=peers", "--store", store},
+		{"clean", "--backend", "ssh"},
 	}
 	for _, args := range cases {
 		var stderr bytes.Buffer

@@ -38,6 +38,8 @@ type scenarioOverrides struct {
 	backend, dockerHost string
 	// dockerPublish is where a remote Engine's published ports are reached (--docker-publish-host).
 	dockerPublish string
+	// ssh holds the ssh backend's options given (--hosts, --ssh-*).
+	ssh harness.Config
 }
 
 // apply sets the backend overrides on a scenario's configuration.
@@ -51,6 +53,7 @@ func (o scenarioOverrides) applyBackend(cfg *harness.Config) {
 	if o.dockerPublish != "" {
 		cfg.DockerPublishHost = o.dockerPublish
 	}
+	cfg.OverrideSSH(o.ssh)
 }
 
 // overridesFrom reads the flags that may change a scenario file's run from set, the Config they
@@ -66,6 +69,7 @@ func overridesFrom(f *pflag.FlagSet, set harness.Config) scenarioOverrides {
 	}
 	o.etcdServer, o.backend = given("etcd-server", set.EtcdServer), given("backend", set.Backend)
 	o.dockerHost, o.dockerPublish = given("docker-host", set.DockerHost), given("docker-publish-host", set.DockerPublishHost)
+	o.ssh = harness.Config{SSHHosts: set.SSHHosts, SSHUser: set.SSHUser, SSHKey: set.SSHKey, SSHKnownHosts: set.SSHKnownHosts, SSHFingerprints: set.SSHFingerprints}
 	if f.Changed("seed") {
 		o.seed = &set.Seed
 	}

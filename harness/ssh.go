@@ -1,0 +1,135 @@
+package harness
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lockpick-dev/lockpick/nemesis"
+	"github.com/lockpick-dev/lockpick/systems"
+)
+
+// resolveSSH checks the options of the ssh backend: hosts, a key, and a way to check every host's
+// key (known_hosts, or a fingerprint per host), with the user's defaults filled in; on another
+// backend none of them may be given.
+func (c *Config) resolveSSH() error {
+	if c.Backend != systems.BackendSSH {
+		if len(c.SSHHosts) > 0 || c.SSHUser != "" || c.SSHKey != "" || c.SSHKnownHosts != "" || len(c.SSHFingerprints) > 0 {
+			return fmt.Errorf("--hosts and --ssh-* say where and how --backend ssh runs the nodes, and the backend is %s: drop them, or add --backend ssh", c.Backend)
+		}
+		return nil
+	}
+	if len(c.SSHHosts) == 0 {
+		return fmt.Errorf("--backend ssh runs the nodes on hosts of yours: add --hosts HOST[,HOST...] (docs/ssh.md)")
+	}
+	if c.BasePort != 0 {
+		return fmt.Errorf("--base-port chooses ports on this host, and --backend ssh nodes listen on the hosts (from port 17001 on each): drop --base-port")
+	}
+	if f, ok := c.faultNeeding(nemesis.PeerCuts); ok && len(c.SSHHosts) < len(c.layout()) {
+		return fmt.Errorf("--nemesis %s cuts paths between servers with iptables on the caller's host, which would cut every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
+	}
+	c.SSHUser = cmp.Or(c.SSHUser, "root")
+	home, _ := os.UserHomeDir()
+	if c.SSHKey == "" {
+		for _, k := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+			if p := filepath.Join(home, ".ssh", k); fileExists(p) {
+				c.SSHKey = p
+				break
+			}
+		}
+		if c.SSHKey == "" {
+			return fmt.Errorf("--backend ssh logs in with a key, and ~/.ssh has none: add --ssh-key FILE (a key without a passphrase)")
+		}
+	}
+	if !fileExists(c.SSHKey) {
+		return fmt.Errorf("--ssh-key %s: no such file: give the private key lockpick logs in with", c.SSHKey)
+	}
+	return c.resolveHostKeys(home)
+}
+
+// resolveHostKeys checks that every host's key can be checked: a fingerprint per host, or a
+// known_hosts file that exists.
+func (c *Config) resolveHostKeys(home string) error {
+	if len(c.SSHFingerprints) > 0 {
+		if c.SSHKnownHosts != "" {
+			return fmt.Errorf("--ssh-fingerprint and --ssh-known-hosts both check the hosts' keys: give one of them")
+		}
+		if len(c.SSHFingerprints) != len(c.SSHHosts) {
+			return fmt.Errorf("--ssh-fingerprint gives %d fingerprints for %d --hosts: give one per host, in the order of --hosts", len(c.SSHFingerprints), len(c.SSHHosts))
+		}
+		for _, f := range c.SSHFingerprints {
+			if !strings.HasPrefix(f, "SHA256:") {
+				return fmt.Errorf("--ssh-fingerprint %s: not a SHA256 fingerprint: give it as ssh-keygen -lf prints it (SHA256:...)", f)
+			}
+		}
+		return nil
+	}
+	c.SSHKnownHosts = cmp.Or(c.SSHKnownHosts, filepath.Join(home, ".ssh", "known_hosts"))
+	if !fileExists(c.SSHKnownHosts) {
+		return fmt.Errorf("--ssh-known-hosts %s: no such file: list the hosts' keys there (checked, e.g. with ssh-keyscan) or pin them with --ssh-fingerprint", c.SSHKnownHosts)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// sshConfig is the systems side of the ssh options, for the run in dir.
+func (c *Config) sshConfig(dir string) systems.SSHConfig {
+	return systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
+		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
+}
+
+// SSHTarget is the hosts and credentials of c's ssh options, with the defaults filled in and
+// checked as a run checks them: what lockpick clean --backend ssh logs in with.
+func (c Config) SSHTarget() (systems.SSHConfig, error) {
+	c.Backend = systems.BackendSSH
+	if err := c.resolveSSH(); err != nil {
+		return systems.SSHConfig{}, err
+	}
+	return c.sshConfig(""), nil
+}
+
+// SSHOptionNames are the options of the ssh backend, as flags.
+func SSHOptionNames() []string {
+	return []string{"hosts", "ssh-user", "ssh-key", "ssh-known-hosts", "ssh-fingerprint"}
+}
+
+// dryRunSSH says per host what a run on the ssh backend starts there, which ports and rules it
+// touches and what it removes at the end.
+func (c *Config) dryRunSSH(p func(format string, args ...any)) {
+	p("  as %s over SSH (keys checked against %s), nodes placed round-robin on %d hosts:", c.SSHUser, cmp.Or(c.SSHKnownHosts, "the --ssh-fingerprint pins"), len(c.SSHHosts))
+	placed := systems.PlaceOnHosts(c.SSHHosts, c.layout())
+	tr := c.traits()
+	for _, h := range c.SSHHosts {
+		var nodes []string
+		for _, n := range placed[h] {
+			nodes = append(nodes, fmt.Sprintf("%s (%s on port %d)", n.Name, tr.Server, n.Port))
+		}
+		p("  host %s: %s, under %s/RUN", h, strings.Join(nodes, ", "), systems.SSHHostDir(h))
+	}
+	if _, ok := c.faultNeeding(nemesis.NetCuts); ok {
+		p("  cuts: iptables rules on the node's host (INPUT from this host to the node's port, OUTPUT back), commented %sRUN, removed at the heal and at the end", systems.SSHRuleTag)
+	}
+	if _, ok := c.faultNeeding(nemesis.NodeClocks); ok {
+		p("  clocks: the clock shim is uploaded to each host's run directory and each node's clock file is written in place there")
+	}
+	p("  at the end: every node killed, its *.log copied into the run's store, the run's rules and directory removed on every host (after a killed run: lockpick clean --backend ssh --hosts ...)")
+}
+
+// OverrideSSH sets on c the ssh options that from gives (the flags given with a scenario file).
+func (c *Config) OverrideSSH(from Config) {
+	if len(from.SSHHosts) > 0 {
+		c.SSHHosts = from.SSHHosts
+	}
+	if len(from.SSHFingerprints) > 0 {
+		c.SSHFingerprints = from.SSHFingerprints
+	}
+	c.SSHUser = cmp.Or(from.SSHUser, c.SSHUser)
+	c.SSHKey = cmp.Or(from.SSHKey, c.SSHKey)
+	c.SSHKnownHosts = cmp.Or(from.SSHKnownHosts, c.SSHKnownHosts)
+}

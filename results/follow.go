@@ -1,0 +1,142 @@
+package results
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/lockpick-dev/lockpick/checker"
+)
+
+// followPoll is how long a follower waits, at the end of what was written, before it reads again.
+// The recorder flushes every 50 ms, so a shorter wait would find nothing new.
+const followPoll = 25 * time.Millisecond
+
+// errAbandoned ends a follower whose run failed before its history was whole.
+var errAbandoned = errors.New("the run ended without a whole history; nothing to check")
+
+// Following is a run directory being checked while its history is written: the checker and the
+// report's collector read history.jsonl as the recorder appends to it, so that when the run ends
+// only the tail of the history and the checker's last steps are left. It reads the same bytes
+// through the same code as CheckRun does afterwards (a test compares both), so the verdict and the
+// report are the same; only "checked in" differs, which counts from the end of the history.
+type Following struct {
+	dir  string
+	done chan struct{} // closed once the history is whole (the recorder closed it)
+	stop chan struct{} // closed when the run failed: the check is abandoned
+	once sync.Once
+
+	doneAt  time.Time // when done was closed
+	wg      sync.WaitGroup
+	checked *Checked
+	err     error
+}
+
+// FollowRun starts checking the history at path (the run directory dir's history.jsonl) while it
+// is still being written. The caller ends it with Finish once the history is whole, or with Abandon.
+func FollowRun(dir, path string, opts checker.Options) (*Following, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("follow history: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		// A device or a pipe cannot be read back as it is written; the run is checked at its end.
+		f.Close()
+		return nil, fmt.Errorf("follow history: %s is not a regular file", path)
+	}
+	fl := &Following{dir: dir, done: make(chan struct{}), stop: make(chan struct{})}
+	meta, metaErr := readMeta(dir)
+	fl.wg.Go(func() {
+		defer f.Close()
+		fl.checked, fl.err = checkRun(dir, path, &follower{f: f, done: fl.done, stop: fl.stop}, meta, metaErr, opts)
+	})
+	return fl, nil
+}
+
+// Finish says the history is whole and returns the check, as CheckRun would. config.json is read
+// again: the run records the library it tested there only once its clients have named it.
+func (fl *Following) Finish() (*Checked, error) {
+	fl.once.Do(func() {
+		fl.doneAt = time.Now()
+		close(fl.done)
+	})
+	fl.wg.Wait()
+	if fl.err != nil {
+		return nil, fl.err
+	}
+	if meta, err := readMeta(fl.dir); err == nil {
+		fl.checked.data.meta.Library = meta.Library
+	}
+	// What a user waits for at the end of a run: the history's tail and the checker's last steps.
+	fl.checked.Result.CheckDuration = time.Since(fl.doneAt)
+	return fl.checked, nil
+}
+
+// Abandon stops the check of a run whose history will never be whole, and waits for it to end.
+func (fl *Following) Abandon() {
+	fl.once.Do(func() { close(fl.stop) })
+	fl.wg.Wait()
+}
+
+// checkRun is CheckRun of the run directory dir on its history at path, read from r, with
+// config.json already read.
+func checkRun(dir, path string, r io.Reader, meta runMeta, metaErr error, opts checker.Options) (*Checked, error) {
+	c := newCollector(meta)
+	opts.Observe = c.event
+	res, err := checker.CheckReader(r, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// The checker's holds are garbage now: collected before the report is drawn, the report reuses
+	// their memory instead of growing the heap past the check's peak (a tenth of it at 10M operations).
+	runtime.GC()
+	return &Checked{Result: res, dir: dir, data: c.finish(res), metaErr: metaErr}, nil
+}
+
+// follower reads a file that another part of the process is appending to. At the end of what is
+// there it waits for more, until done says the file is whole (then the end is the end) or stop says
+// it never will be.
+type follower struct {
+	f          *os.File
+	done, stop <-chan struct{}
+	wait       *time.Timer
+}
+
+func (r *follower) Read(p []byte) (int, error) {
+	for {
+		// Whole before this read: what the read finds is all there is.
+		whole := closed(r.done)
+		n, err := r.f.Read(p)
+		if n > 0 || (err != nil && err != io.EOF) {
+			return n, err
+		}
+		if whole {
+			return 0, io.EOF
+		}
+		if r.wait == nil {
+			r.wait = time.NewTimer(followPoll)
+		} else {
+			r.wait.Reset(followPoll)
+		}
+		select {
+		case <-r.wait.C:
+		case <-r.done:
+		case <-r.stop:
+			return 0, errAbandoned
+		}
+	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
