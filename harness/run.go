@@ -243,6 +243,9 @@ func findBinaries(ctx context.Context, cfg *Config) (shim string, err error) {
 func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis, []Schedule, error) {
 	backend := sys.sut.Backend()
 	env := cfg.nemesisEnv(&nemesis.Env{Cluster: backend, Links: sys.sut.Links(), Roles: sys.sut, Probe: sys.probe, Holders: sys.holders, Writes: sys.sut, Log: log})
+	if s, ok := sys.sut.(systems.SessionEnder); ok {
+		env.Sessions = s
+	}
 	// The nodes the system runs: the configured layout's, or what external sentinels reported.
 	env.Nodes = nil
 	for _, n := range sys.sut.Nodes() {

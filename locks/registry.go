@@ -89,6 +89,13 @@ func kinds() []Kind {
 		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
 		{Name: "go-zero", Library: modGoZero, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
 		{Name: "go-zero-default", Library: modGoZero, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
+		// PostgreSQL through pgx (postgres.go): session and transaction advisory locks, whose leases
+		// last while their session (transaction) does, and a lease table with fencing tokens.
+		{Name: "pg-advisory", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisorySession},
+		{Name: "pg-advisory-xact", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryXact},
+		{Name: "pg-advisory-pgbouncer", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryBouncer},
+		{Name: "pg-advisory-pgbouncer-session", Library: modPgx, System: "postgres", Open: true, NoExtend: true, Probe: newPGProbe, Build: newPGAdvisoryBouncerSession},
+		{Name: "pg-lease", Library: modPgx, System: "postgres", Tokens: true, Probe: newPGProbe, Build: newPGLease},
 		// The catalogue of real bugs (docs/bugs.md): shipped libraries configured or renewed the way
 		// their users do, each reproducing an upstream report.
 		{Name: "py-redis-reacquire", Breaks: "redis-py#4279", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/redis_reacquire.py")},
@@ -144,6 +151,8 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 const (
 	modRedsync = "github.com/go-redsync/redsync/v4"
 	modGoZero  = "github.com/zeromicro/go-zero/core/stores/redis"
+	// modPgx is the PostgreSQL driver of the postgres locks.
+	modPgx = "github.com/jackc/pgx/v5"
 	// modEtcdClient is etcd's Go client, whose concurrency.Mutex the etcd locks use.
 	modEtcdClient = "go.etcd.io/etcd/client/v3/concurrency"
 )

@@ -35,6 +35,9 @@ const (
 	ClientProcesses
 	// ClientClockShifts: lockpick can move the wall clocks of the lock's clients.
 	ClientClockShifts
+	// Sessions: a server can end a client's session, as an administrator (or a pooler, or an
+	// idle timeout) does (PostgreSQL's pg_terminate_backend).
+	Sessions
 
 	capabilityEnd
 )
@@ -44,10 +47,10 @@ const AllCapabilities = capabilityEnd - 1
 
 // nodeSide are the capabilities that act on the servers themselves; a fault that needs none of them
 // is client-side.
-const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion
+const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion | Sessions
 
 // capabilityNames are the capabilities' names, in the order of their bits.
-const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks"
+const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks,session ends"
 
 // Has reports whether c holds every capability of need.
 func (c Capability) Has(need Capability) bool { return c&need == need }

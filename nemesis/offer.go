@@ -73,6 +73,9 @@ func staticOffer(system, backend string) Offer {
 	if !tr.WriteHolds {
 		o.lack(WriteHolds, "the servers of "+system+" cannot hold writes back", false)
 	}
+	if !tr.Sessions {
+		o.lack(Sessions, "the servers of "+system+" have no client sessions lockpick can end", false)
+	}
 	if backend == systems.BackendSSH {
 		// Paths between servers are cut with iptables on the hosts; slowing them needs a packet
 		// queue on each host, not built.

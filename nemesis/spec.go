@@ -282,6 +282,8 @@ type Env struct {
 	// Holders reports which processes hold a lock now and through which client group, for the
 	// partitions that aim at the holder's group; nil before the run.
 	Holders HolderView
+	// Sessions ends client sessions on a node (the terminate nemesis); nil when the system has none.
+	Sessions systems.SessionEnder
 	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
 	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.

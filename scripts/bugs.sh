@@ -8,8 +8,11 @@ set -euo pipefail
 bin=$1 store=$2 parallel=$3
 shift 3
 # The rows: each a scenario of the catalogue (docs/bugs.md says which upstream bug it reproduces).
-names="bug-redis-py-4279-reacquire bug-bsm-redislock-token etcd-unlock-retry
-	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed bug-go-zero-4319-nested go-zero-none"
+# BUG_SCENARIOS, when set, runs only the rows it names.
+names=${BUG_SCENARIOS:-"bug-redis-py-4279-reacquire bug-bsm-redislock-token etcd-unlock-retry
+	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed pg-advisory-terminate
+	pg-advisory-xact-terminate pg-advisory-restart pg-advisory-pgbouncer pg-advisory-pgbouncer-session
+	bug-go-zero-4319-nested go-zero-none"}
 start=$(date +%s)
 for seed in "$@"; do
 	mkdir -p "$store/seed$seed"

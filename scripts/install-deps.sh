@@ -30,6 +30,9 @@ command -v php >/dev/null 2>&1 || want+=(php-cli)
 command -v ssh >/dev/null 2>&1 || want+=(openssh-client)
 command -v ip >/dev/null 2>&1 || want+=(iproute2)
 command -v iptables >/dev/null 2>&1 || want+=(iptables)
+# The postgres system's server (Debian's PostgreSQL 15) and the pooler in front of it.
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || want+=(postgresql)
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 	want=()
 fi
@@ -47,9 +50,11 @@ echo "installing ${need[*]} with apt-get" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq </dev/null
 apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/null
-# Debian starts a system redis on 6379 and an etcd on 2379; lockpick runs its own nodes and needs none.
+# Debian starts a system redis on 6379, an etcd on 2379, a PostgreSQL on 5432 and a PgBouncer on 6432; lockpick runs its own nodes and needs none.
 if command -v service >/dev/null 2>&1; then
 	service redis-server stop >/dev/null 2>&1 || true
 	service etcd stop >/dev/null 2>&1 || true
+	service postgresql stop >/dev/null 2>&1 || true
+	service pgbouncer stop >/dev/null 2>&1 || true
 	service ssh stop >/dev/null 2>&1 || true
 fi

@@ -207,6 +207,9 @@ func CheckBackend(system, backend string) error {
 	case BackendExternal:
 		return nil
 	case BackendSSH:
+		if system == "postgres" {
+			return fmt.Errorf("postgres runs on --backend local only: drop --backend ssh")
+		}
 		if system == "etcd" {
 			return fmt.Errorf("etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel")
 		}

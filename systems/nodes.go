@@ -41,6 +41,11 @@ type nodeSpec struct {
 	readyLog logLine
 	// shim says whether the clock shim can move the server's clock (not a Go program's).
 	shim bool
+	// cred, when set, is the user a local node's server runs as (PostgreSQL refuses root).
+	cred *syscall.Credential
+	// group: a signal goes to the node's whole process group (a server that forks a process per
+	// connection, whose pause must stop them all).
+	group bool
 	// image, idle, port and peerPort place the node in a container: its image, the container's
 	// own process, where clients reach the server and where other servers call it.
 	image          string

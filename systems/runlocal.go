@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -87,7 +88,7 @@ func (h *localHost) launch(_ context.Context, args []string) (proc, error) {
 	cmd.Env = append(append(os.Environ(), h.sp.env...), h.env...)
 	// Own process group: a terminal's Ctrl-C reaches the harness, which heals and stops the nodes
 	// itself. Pdeathsig: the kernel kills the node if the harness dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: h.sp.cred}
 	out, err := os.OpenFile(filepath.Join(h.sp.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", h.sp.name, err)
@@ -123,6 +124,11 @@ func (h *localHost) output(context.Context) string { return startOutput(h.marks)
 
 func (h *localHost) kill(_ context.Context, p proc, _ bool) error {
 	lp := p.(*localProc)
+	if h.sp.group {
+		// Children in sessions of their own (PostgreSQL's backends) hold the server's shared
+		// memory: a start after the kill would find it in use.
+		signalTree(lp.pid(), syscall.SIGKILL)
+	}
 	// Kill the whole group: nothing the node forked (a replication child) may survive it.
 	if err := syscall.Kill(-lp.pid(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
@@ -132,6 +138,9 @@ func (h *localHost) kill(_ context.Context, p proc, _ bool) error {
 }
 
 func (h *localHost) signal(_ context.Context, p proc, sig syscall.Signal) error {
+	if h.sp.group {
+		return signalTree(p.pid(), sig)
+	}
 	return p.(*localProc).cmd.Process.Signal(sig)
 }
 
@@ -188,4 +197,39 @@ func tail(s string, n int) string {
 		}
 	}
 	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
+
+// signalTree sends sig to pid and then to its children, which a server (PostgreSQL) may have put in
+// sessions of their own: the parent first, so that a stopped one forks no child the walk misses.
+func signalTree(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	for _, c := range childPids(pid) {
+		syscall.Kill(c, sig)
+	}
+	return nil
+}
+
+// childPids lists the processes whose parent is pid, from /proc.
+func childPids(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses and may hold spaces: state ppid ...
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }

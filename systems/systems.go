@@ -167,6 +167,8 @@ type Config struct {
 	Sentinel SentinelConfig
 	// Etcd is the size and server program of etcd.
 	Etcd EtcdConfig
+	// Postgres is the server programs of postgres.
+	Postgres PostgresConfig
 
 	// Backend runs the nodes: BackendLocal (empty) or BackendDocker.
 	Backend string

@@ -16,6 +16,9 @@ type Traits struct {
 	// Discovers: someone else's servers are found through watchers (sentinels) that report the
 	// nodes for a monitored name (--master-name), so the endpoints are not the nodes.
 	Discovers bool
+	// Sessions: a server can end a client's session (PostgreSQL's pg_terminate_backend), and the
+	// System is a SessionEnder.
+	Sessions bool
 	// Server is the option that names the servers' program (redis-server or etcd-server).
 	Server string
 	// WholeSecondLeases and LeaseGrace: a server-side lease lasts whole seconds, and a new leader

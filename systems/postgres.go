@@ -1,0 +1,439 @@
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockpick-dev/lockpick/links"
+)
+
+// PostgresConfig is the server programs of the postgres system.
+type PostgresConfig struct {
+	// Bin is the directory of PostgreSQL's programs (postgres, initdb); empty finds Debian's newest.
+	Bin string
+}
+
+// The postgres system's nodes: the primary, and PgBouncer in front of it in session pooling and in
+// transaction pooling (a lock picks the node its clients connect to).
+const (
+	pgNode = "pg1"
+	// PgBouncerSession and PgBouncerTransaction are the poolers' node names.
+	PgBouncerSession     = "pgb-session"
+	PgBouncerTransaction = "pgb-tx"
+)
+
+// RolePooler is a connection pooler in front of the primary.
+const RolePooler Role = "pooler"
+
+// pgBouncerProgram is Debian's PgBouncer.
+const pgBouncerProgram = "/usr/sbin/pgbouncer"
+
+// pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves.
+var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept connections"}
+
+// FindPostgres resolves the directory of PostgreSQL's server programs: bin when given, else the
+// newest of Debian's /usr/lib/postgresql/*/bin.
+func FindPostgres(bin string) (string, error) {
+	if bin == "" {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+		if len(found) == 0 {
+			return "", errors.New("postgres not found: install it with `apt-get install postgresql` (scripts/install-deps.sh)")
+		}
+		// Versions sort as numbers: 9 before 15.
+		best, bestV := "", -1
+		for _, f := range found {
+			v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(f))))
+			if v > bestV {
+				best, bestV = filepath.Dir(f), v
+			}
+		}
+		bin = best
+	}
+	for _, p := range []string{"postgres", "initdb"} {
+		if _, err := os.Stat(filepath.Join(bin, p)); err != nil {
+			return "", fmt.Errorf("postgres: %s has no %s: install postgresql", bin, p)
+		}
+	}
+	return bin, nil
+}
+
+// postgresTopology is one PostgreSQL primary.
+type postgresTopology struct{}
+
+// Name implements Topology.
+func (postgresTopology) Name() string { return "postgres" }
+
+// Layout implements Topology: one primary, pg1, and its two poolers when PgBouncer is installed.
+func (postgresTopology) Layout(Config) ([]Node, error) {
+	nodes := []Node{{Name: pgNode, Role: RolePrimary, Data: true}}
+	if _, err := os.Stat(pgBouncerProgram); err == nil {
+		nodes = append(nodes, Node{Name: PgBouncerSession, Role: RolePooler}, Node{Name: PgBouncerTransaction, Role: RolePooler})
+	}
+	return nodes, nil
+}
+
+// Programs implements Topology.
+func (postgresTopology) Programs(cfg Config) ([]string, error) {
+	if cfg.Backend != "" && cfg.Backend != BackendLocal {
+		return nil, fmt.Errorf("the postgres system runs on the local backend only: drop --backend %s", cfg.Backend)
+	}
+	bin, err := FindPostgres(cfg.Postgres.Bin)
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(bin, "postgres"), filepath.Join(bin, "initdb")}, nil
+}
+
+// Clocks implements Topology: the postmaster and its backends read the time through libc
+// (gettimeofday, clock_gettime), which the shim moves; now() in SQL is that time.
+func (postgresTopology) Clocks() error { return nil }
+
+// Traits implements Topology.
+func (postgresTopology) Traits() Traits {
+	return Traits{
+		Server: "postgres", Sessions: true,
+		Keys:    "the lock's statements touch only advisory locks numbered from these keys and the rows of the table lockpick_leases whose key is one of them",
+		Cleanup: "lockpick runs postgres itself; it does not run on someone else's PostgreSQL (%s)",
+	}
+}
+
+// Size implements Topology: one primary, no other sizes.
+func (postgresTopology) Size(s *Size) error {
+	switch {
+	case s.External:
+		return errors.New("--backend external: the postgres system runs its own server: drop --backend")
+	case s.Replicas != 0 || s.Sentinels != 0:
+		return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on postgres: drop them", s.Lock)
+	case s.Nodes > 1:
+		return fmt.Errorf("--nodes %d: the postgres system is one primary: drop --nodes", s.Nodes)
+	}
+	s.Nodes = 1
+	return nil
+}
+
+// persistence implements Topology: the primary keeps its data directory across restarts; a start
+// without data begins from a fresh initdb.
+func (postgresTopology) persistence(Config) Persistence { return "" }
+
+// external implements Topology.
+func (postgresTopology) external(context.Context, Config) (System, error) {
+	return nil, errors.New("the postgres system runs its own server: drop --backend external")
+}
+
+// postgresSys is a PostgreSQL primary as a local child process, reached by every client group
+// through a link.
+type postgresSys struct {
+	backend nodeBackend
+	links   *links.Set
+	nodes   []Node
+}
+
+// start initialises a template cluster once (initdb), declares the primary (whose data directory
+// is a copy of the template, made again after a start without data) and starts it.
+func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
+	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if !b.loopback {
+		return nil, errors.New("the postgres system runs on the local backend only: drop --backend")
+	}
+	cred, err := postgresUser()
+	if err != nil {
+		return nil, err
+	}
+	nd := b.nodeDir(pgNode)
+	if err := pgInitTemplate(ctx, b.programs[1], nd, cred); err != nil {
+		return nil, err
+	}
+	ports, err := b.reserve(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := ports[0].Addr().String()
+	s.nodes[0].Addr = addr
+	_, port, _ := net.SplitHostPort(addr)
+	script := "test -d data || cp -a template data; exec " + b.programs[0] + " -D data -p " + port +
+		" -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c shared_buffers=16MB" +
+		" -c max_connections=200 -c log_min_messages=warning -c log_connections=off"
+	spec := nodeSpec{name: pgNode, dir: nd, cmd: []string{"/bin/sh", "-c", script}, addr: addr, reserved: ports[0],
+		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog,
+		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
+	if _, err := b.t.add(ctx, spec); err != nil {
+		return nil, err
+	}
+	for _, g := range b.cfg.Groups {
+		if _, err := s.links.Add(g, pgNode, addr); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.backend.Start(ctx, pgNode); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	for i := 1; i < len(s.nodes); i++ {
+		if err := s.startBouncer(ctx, b, &s.nodes[i], cred, port); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// startBouncer declares and starts a PgBouncer node in front of the primary's port, pooling
+// sessions or transactions as its name says. Transaction pooling gets a small pool (3 server
+// connections), so that clients share server sessions as they do in production; session pooling
+// one large enough for every client (a session is held while its client is connected).
+func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *syscall.Credential, pgPort string) error {
+	mode, pool := "session", 100
+	if n.Name == PgBouncerTransaction {
+		mode, pool = "transaction", 3
+	}
+	ports, err := b.reserve(1)
+	if err != nil {
+		return err
+	}
+	n.Addr = ports[0].Addr().String()
+	_, port, _ := net.SplitHostPort(n.Addr)
+	nd := b.nodeDir(n.Name)
+	if err := os.MkdirAll(nd, 0o755); err != nil {
+		return fmt.Errorf("pgbouncer node directory: %w", err)
+	}
+	ini := fmt.Sprintf(`[databases]
+postgres = host=127.0.0.1 port=%s dbname=postgres user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %s
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = %s
+default_pool_size = %d
+max_client_conn = 500
+logfile = %s
+pidfile =
+server_login_retry = 1
+`, pgPort, port, filepath.Join(nd, "userlist.txt"), mode, pool, filepath.Join(nd, "pgbouncer.log"))
+	for name, body := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": "\"postgres\" \"\"\n"} {
+		if err := os.WriteFile(filepath.Join(nd, name), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("pgbouncer %s: %w", name, err)
+		}
+	}
+	if cred != nil {
+		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgbouncer node directory: %w", err)
+		}
+	}
+	addr := n.Addr
+	spec := nodeSpec{name: n.Name, dir: nd, cmd: []string{pgBouncerProgram, filepath.Join(nd, "pgbouncer.ini")}, addr: addr,
+		reserved: ports[0], cred: cred, readyLog: logLine{file: "pgbouncer.log", text: "process up"},
+		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
+	if _, err := b.t.add(ctx, spec); err != nil {
+		return err
+	}
+	for _, g := range b.cfg.Groups {
+		if _, err := s.links.Add(g, n.Name, addr); err != nil {
+			return err
+		}
+	}
+	if err := s.backend.Start(ctx, n.Name); err != nil {
+		return fmt.Errorf("start pgbouncer (%s pooling): %w", mode, err)
+	}
+	return nil
+}
+
+// postgresUser is the user the server runs as: PostgreSQL refuses to run as root, so a harness
+// running as root runs it as Debian's postgres user; otherwise as the harness's own user (nil).
+func postgresUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("postgres refuses to run as root, and there is no postgres user to run it as: install postgresql (it makes one): %w", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// pgInitTemplate makes the node's directory, owned by the server's user, and a fresh cluster in
+// its template directory (trust authentication on loopback, user postgres).
+func pgInitTemplate(ctx context.Context, initdb, nd string, cred *syscall.Credential) error {
+	if err := os.MkdirAll(nd, 0o755); err != nil {
+		return fmt.Errorf("postgres node directory: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("postgres node directory: %w", err)
+		}
+		if err := reachable(nd, cred); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, initdb, "-D", filepath.Join(nd, "template"), "-U", "postgres",
+		"--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	cmd.Dir = nd
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, tail(string(out), 500))
+	}
+	return nil
+}
+
+// reachable checks that the server's user can reach dir: every directory above it must let others
+// search it (a test's temporary directory does not).
+func reachable(dir string, cred *syscall.Credential) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if ok && fi.Mode().Perm()&0o001 == 0 && st.Uid != cred.Uid {
+			return fmt.Errorf("postgres runs as user postgres, which cannot enter %s: make it searchable (chmod o+x %s) or run from another directory", d, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// pgConnString is the harness's connection string of database postgres at addr as user postgres.
+func pgConnString(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	// The simple protocol: a prepared statement would not survive transaction pooling.
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=2 default_query_exec_mode=simple_protocol", host, port)
+}
+
+// pgAnswers runs SELECT 1 on a fresh connection to addr.
+func pgAnswers(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, pgConnString(addr))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var one int
+	return c.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+// Name implements System.
+func (s *postgresSys) Name() string { return "postgres" }
+
+// Nodes implements System.
+func (s *postgresSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
+
+// Roles implements System: the primary stays the primary.
+func (s *postgresSys) Roles() map[string]Role { return StaticRoles(s.nodes).Roles() }
+
+// Endpoints implements System.
+func (s *postgresSys) Endpoints(group string) ([]Endpoint, error) {
+	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return n.Addr })
+}
+
+// Links implements System.
+func (s *postgresSys) Links() *links.Set { return s.links }
+
+// Backend implements System.
+func (s *postgresSys) Backend() Backend { return s.backend }
+
+// Watch implements System: one primary announces nothing.
+func (s *postgresSys) Watch(func(Event)) {}
+
+// HoldWrites implements System.
+func (s *postgresSys) HoldWrites(context.Context, string, time.Duration, func(context.Context) error) error {
+	return errors.New("postgres cannot hold writes back")
+}
+
+// Ping implements System.
+func (s *postgresSys) Ping(ctx context.Context, node string) error {
+	for _, n := range s.nodes {
+		if n.Name == node {
+			return pgAnswers(ctx, n.Addr)
+		}
+	}
+	return fmt.Errorf("no node %q", node)
+}
+
+// Close implements System.
+func (s *postgresSys) Close() error {
+	s.links.Close()
+	return s.backend.Close()
+}
+
+// PostgresAdmin opens the harness's own connection to the server at addr (its own address, past
+// every link), for faults that act on sessions (pg_terminate_backend).
+func PostgresAdmin(ctx context.Context, addr string) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, pgConnString(addr)+" application_name=lockpick-admin")
+	if err != nil {
+		return nil, fmt.Errorf("postgres admin connection to %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// SessionEnder is a system whose servers can end their clients' sessions.
+type SessionEnder interface {
+	// EndSessions ends, on node, the sessions of the clients that hold a lock (an advisory lock),
+	// or, when none does, every client session; it returns the process ids of the sessions ended.
+	EndSessions(ctx context.Context, node string) ([]int, error)
+}
+
+// pgSessionTargets lists the backends that hold advisory locks, or, when none does, every other
+// client backend (a lease table's holders keep no session of their own); the harness's own
+// connections (application_name lockpick-admin) are never among them.
+const pgSessionTargets = `WITH holders AS (
+	SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.locktype = 'advisory' AND l.granted AND a.application_name <> 'lockpick-admin'
+)
+SELECT pid FROM holders
+UNION ALL
+SELECT pid FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND application_name <> 'lockpick-admin' AND NOT EXISTS (SELECT 1 FROM holders)`
+
+// EndSessions implements SessionEnder, over the primary's own address.
+func (s *postgresSys) EndSessions(ctx context.Context, node string) ([]int, error) {
+	if node != pgNode {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := PostgresAdmin(ctx, s.nodes[0].Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, pgSessionTargets)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	var ended []int
+	for _, pid := range pids {
+		var ok bool
+		if err := c.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil {
+			return ended, fmt.Errorf("terminate session %d on %s: %w", pid, node, err)
+		}
+		if ok {
+			ended = append(ended, int(pid))
+		}
+	}
+	return ended, nil
+}
