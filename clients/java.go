@@ -67,7 +67,9 @@ func JavaCommand(ctx context.Context, cacheDir, name string, jars []Jar) ([]stri
 	}
 	class := strings.TrimSuffix(path.Base(name), ".java")
 	// A small heap and the quick compiler: ten of these share two cores with the servers.
-	return []string{java, "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	// The JVM writes its own warnings to stdout unless told otherwise: they go to stderr, the log,
+	// and no hsperfdata file (every program is pid 1 in its own namespace, so they would clash).
+	return []string{java, "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xlog:all=warning:stderr",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-cp", strings.Join(append([]string{classes}, cp...), ":"), class}, nil
 }
