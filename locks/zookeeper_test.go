@@ -170,3 +170,83 @@ func TestShippedZooKeeperClients(t *testing.T) {
 		})
 	}
 }
+
+// CURATOR-206's class, on the clients themselves: a holder stopped (SIGSTOP, as client-pause does)
+// past its session timeout loses its lock node to session expiry; another client is granted the
+// lock while the stopped holder has been told nothing, and the holder's connection listener says
+// "lost" only after it runs again. The lock cannot stop a holder that is not running: the window
+// between the other grant and that event is two holders, which a run reports as a violation.
+func TestZooKeeperHolderPausedPastSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a ZooKeeper ensemble")
+	}
+	eps := zkEnsemble(t, 3)
+	for _, name := range []string{"curator", "kazoo"} {
+		t.Run(name, func(t *testing.T) {
+			k, _ := Lookup(name)
+			dir := t.TempDir()
+			opts := func(p int) Options {
+				return Options{Process: p, TTL: 2 * time.Second, KeyPrefix: "lockpick:", ClientDir: dir, NodeTimeout: time.Second}
+			}
+			a, err := Build(k, eps, opts(1))
+			if err != nil {
+				t.Skipf("%s cannot start here (make deps installs its packages): %v", name, err)
+			}
+			defer a.Close()
+			lost := make(chan time.Time, 4)
+			a.(Notifier).Notify(func(e LeaseEvent) {
+				if e.Lost {
+					lost <- time.Now()
+				}
+			})
+			b, err := Build(k, eps, opts(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			ctx := context.Background()
+			if _, err := a.Acquire(ctx, "lockpick:0", 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			pauser := a.(interface {
+				Pause() error
+				Resume() error
+			})
+			if err := pauser.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			resumed := false
+			defer func() {
+				if !resumed {
+					pauser.Resume()
+				}
+			}()
+			var granted time.Time
+			for deadline := time.Now().Add(8 * time.Second); granted.IsZero() && time.Now().Before(deadline); {
+				if _, err := b.Acquire(ctx, "lockpick:0", 2*time.Second); err == nil {
+					granted = time.Now()
+				} else if !IsHeld(err) {
+					t.Fatalf("acquire while the holder is stopped: %v", err)
+				}
+			}
+			if granted.IsZero() {
+				t.Fatal("nobody was granted the lock within 8s of stopping its holder (session timeout 2s)")
+			}
+			select {
+			case at := <-lost:
+				t.Fatalf("the stopped holder reported its loss at %v, before the other grant", at)
+			default:
+			}
+			resumed = true
+			if err := pauser.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case at := <-lost:
+				t.Logf("%s: another client was granted the lock %v before the stopped holder learned it had lost it", name, at.Sub(granted).Round(time.Millisecond))
+			case <-time.After(5 * time.Second):
+				t.Fatal("the holder never reported its lost session after it ran again")
+			}
+		})
+	}
+}
