@@ -84,8 +84,8 @@ func kinds() []Kind {
 		// ZooKeeper's lock recipes (clients/java/CuratorLock.java, clients/python/kazoo_lock.py): a
 		// lease lasts as long as the session, and ends for the holder only through its connection
 		// listener (SUSPENDED or LOST), so they are watchdog locks with the lock node's czxid as token.
-		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
-		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Build: shipped(python, "python/kazoo_lock.py")},
+		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: curatorProbe, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
+		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: kazooProbe, Build: shipped(python, "python/kazoo_lock.py")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).

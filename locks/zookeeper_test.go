@@ -147,6 +147,21 @@ func TestShippedZooKeeperClients(t *testing.T) {
 			if k.Open != la.Deadline.IsZero() {
 				t.Fatalf("deadline %v for a lock whose leases are open: %v", la.Deadline, k.Open)
 			}
+			// The probe the nemesis aims with sees the holder's lock node on every member.
+			var nodes []Node
+			for _, ep := range eps {
+				nodes = append(nodes, Node{Name: ep.Node, Addr: ep.Addr, Data: true})
+			}
+			probe, err := k.Probe(nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer probe.Close()
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if got := probe.Leases(pctx, []string{"lockpick:0"}); len(got) != 1 || got[0].Value != la.Value || len(got[0].Nodes) != len(eps) {
+				t.Fatalf("probe sees %+v, want %s on %d members", got, la.Value, len(eps))
+			}
 			// Refused after the library's own wait (half the TTL), definitely.
 			if _, err := b.Acquire(ctx, "lockpick:0", 2*time.Second); !IsHeld(err) {
 				t.Fatalf("acquire of a held key: %v, want held", err)
