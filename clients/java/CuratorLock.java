@@ -212,6 +212,16 @@ public final class CuratorLock {
         } catch (IllegalMonitorStateException e) {
             error(id, "lost", String.valueOf(e));
             return;
+        } catch (Exception e) {
+            if (wasHeld) {
+                throw e; // the lock node's fate is unknown: indefinite, the program is retired
+            }
+            // The listener had already ended this lease, and the application, as Curator's users
+            // do, logs the failed release and goes on with the same session: whatever lock node
+            // the failure left behind (CURATOR-678) stays for the others to wait behind.
+            System.err.println("release after the lease was lost: " + e);
+            error(id, "lost", "released after the connection was suspended: " + e);
+            return;
         }
         if (wasHeld) {
             send(reply("release_ok", id));

@@ -114,6 +114,15 @@ class Client:
             lock.release()
         except NoNodeError:
             was_held = False
+        except Exception as e:  # noqa: BLE001 -- see below
+            if was_held:
+                raise  # the lock node's fate is unknown: indefinite, the program is retired
+            # The listener had already ended this lease, and the application logs the failed
+            # release and goes on with the same session: kazoo keeps is_acquired and the lock node
+            # stays for the others to wait behind (CURATOR-678's class).
+            print("release after the lease was lost: %r" % e, file=sys.stderr, flush=True)
+            send({"type": "error", "in_reply_to": mid, "code": "lost", "text": "released after the connection was suspended: %s" % e})
+            return
         if was_held:
             send({"type": "release_ok", "in_reply_to": mid})
         else:
