@@ -17,7 +17,7 @@ import uuid
 
 import kazoo
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, LockTimeout, NoNodeError, OperationTimeoutError, SessionExpiredError
+from kazoo.exceptions import CancelledError, ConnectionLoss, LockTimeout, NoNodeError, OperationTimeoutError, SessionExpiredError
 from kazoo.recipe.lock import Lock
 
 ROOT = "/lockpick-kazoo/"
@@ -78,11 +78,18 @@ class Client:
         lock = self.locks.get(key)
         if lock is None:
             lock = self.locks[key] = Lock(self.zk, ROOT + key, self.identifier)
+        # Wait up to half the TTL for the lock, as the other shipped clients do. kazoo's timeout
+        # bounds each wait for a predecessor, not the acquire: a queue that moves restarts it, so
+        # the whole wait is bounded by cancelling the acquire, which deletes its node.
+        bound = threading.Timer(self.ttl / 2, lock.cancel)
+        bound.start()
         try:
-            # Wait up to half the TTL for the lock, as the other shipped clients do.
             got = lock.acquire(blocking=True, timeout=self.ttl / 2)
-        except LockTimeout:
+        except (LockTimeout, CancelledError):
             got = False
+        finally:
+            bound.cancel()
+            lock.cancelled = False  # a cancel that fired as the grant came must not void the next acquire
         if not got:
             send({"type": "error", "in_reply_to": mid, "code": "held"})
             return
