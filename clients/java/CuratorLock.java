@@ -101,11 +101,15 @@ public final class CuratorLock {
         client = CuratorFrameworkFactory.builder()
                 .connectString(String.join(",", addrs))
                 .sessionTimeoutMs(session)
-                // A request must finish within the TTL or lockpick counts it unknown.
-                .connectionTimeoutMs(Math.max(200, session / 4))
+                // An operation waits this long for a connection: half the TTL, since a request must
+                // finish within the TTL or lockpick counts it unknown.
+                .connectionTimeoutMs(Math.max(200, session / 2))
                 .retryPolicy(new ExponentialBackoffRetry(100, 2))
                 .build();
         client.getConnectionStateListenable().addListener((c, state) -> stateChanged(state));
+        // Connecting starts now, in the background (start never waits for a member): a JVM on a busy
+        // machine needs more than a request's time to load the client and connect.
+        client.start();
         Map<String, Object> caps = new LinkedHashMap<>();
         caps.put("validity", false);
         caps.put("token", true);
@@ -147,12 +151,12 @@ public final class CuratorLock {
     }
 
     private void acquire(long id, String key) throws Exception {
-        if (client.getState() != org.apache.curator.framework.imps.CuratorFrameworkState.STARTED) {
-            client.start();
-        }
-        // Not connected within the connection timeout: no request has left this client.
+        // Half the TTL for connecting and waiting for the lock together, as the other shipped
+        // clients wait: the rest of the TTL is for the lock node's stat and the reply.
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs / 2);
+        // Not connected by then: no request has left this client.
         if (!client.getZookeeperClient().isConnected()
-                && !client.blockUntilConnected((int) Math.max(200, ttlMs / 4), TimeUnit.MILLISECONDS)) {
+                && !client.blockUntilConnected((int) Math.max(1, ttlMs / 2), TimeUnit.MILLISECONDS)) {
             error(id, "unavailable", "not connected to any member");
             return;
         }
@@ -161,8 +165,8 @@ public final class CuratorLock {
             before = suspensions;
         }
         Mutex mutex = mutexes.computeIfAbsent(key, k -> new Mutex(client, ROOT + k));
-        // Wait up to half the TTL for the lock, as the other shipped clients do.
-        if (!mutex.acquire(ttlMs / 2, TimeUnit.MILLISECONDS)) {
+        long wait = Math.max(0, deadline - System.nanoTime());
+        if (!mutex.acquire(wait, TimeUnit.NANOSECONDS)) {
             error(id, "held", "not granted within " + ttlMs / 2 + " ms");
             return;
         }
