@@ -24,6 +24,11 @@ command -v git >/dev/null 2>&1 || want+=(git)
 command -v php >/dev/null 2>&1 || want+=(php-cli)
 [ -e /usr/share/php/Malkusch/Lock/autoload.php ] || want+=(php-malkusch-lock)
 { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qx redis; } || want+=(php-redis)
+# The ZooKeeper locks' clients (--lock curator, kazoo): Curator's recipes with their ZooKeeper
+# client jars, a JDK whose javac compiles the Curator client, and kazoo for Debian's python3.
+[ -e /usr/share/java/curator-recipes.jar ] || want+=(libcurator-recipes-java)
+command -v javac >/dev/null 2>&1 || want+=(default-jdk-headless)
+/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || want+=(python3-kazoo)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
 # The SSH backend's test hosts (scripts/ssh-hosts.sh): network namespaces, one sshd each.
 [ -x /usr/sbin/sshd ] || want+=(openssh-server)
