@@ -29,6 +29,8 @@ command -v php >/dev/null 2>&1 || want+=(php-cli)
 [ -e /usr/share/java/curator-recipes.jar ] || want+=(libcurator-recipes-java)
 command -v javac >/dev/null 2>&1 || want+=(default-jdk-headless)
 /usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || want+=(python3-kazoo)
+# The zookeeper system's members (Debian's ZooKeeper 3.8, run as JVMs by lockpick).
+[ -e /usr/share/java/zookeeper.jar ] || want+=(zookeeper)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
 # The SSH backend's test hosts (scripts/ssh-hosts.sh): network namespaces, one sshd each.
 [ -x /usr/sbin/sshd ] || want+=(openssh-server)
@@ -56,5 +58,6 @@ apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >/dev/nul
 if command -v service >/dev/null 2>&1; then
 	service redis-server stop >/dev/null 2>&1 || true
 	service etcd stop >/dev/null 2>&1 || true
+	service zookeeper stop >/dev/null 2>&1 || true # Debian's starts on 2181
 	service ssh stop >/dev/null 2>&1 || true
 fi

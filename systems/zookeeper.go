@@ -1,8 +1,9 @@
 package systems
 
-// A stand-in zookeeper family, on branch zkclients-standin only, NOT FOR MERGE: the real family is
-// the zk branch's. It exists to run the curator and kazoo scenarios before that family lands:
-// members as local processes only, client paths through links, peer paths direct.
+// The zookeeper family: an ensemble of Debian's ZooKeeper 3.8 members, each a JVM run directly on
+// a generated zoo.cfg and myid under the run's directory. Clients reach each member through a link
+// per client group; each member reaches each other member (quorum and election) through the link
+// from it to that member, whose upstream is the callee's peer demux (zkdemux.go).
 
 import (
 	"context"
@@ -22,7 +23,8 @@ import (
 	"github.com/lockpick-dev/lockpick/links"
 )
 
-var zkStandinJars = []string{"zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "metrics-core", "snappy-java", "commons-cli", "commons-io", "netty-handler", "netty-transport", "netty-common", "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll", "netty-transport-native-unix-common"}
+// zkJars are Debian's jars a member's JVM needs (under /usr/share/java).
+var zkJars = []string{"zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "metrics-core", "snappy-java", "commons-cli", "commons-io", "netty-handler", "netty-transport", "netty-common", "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll", "netty-transport-native-unix-common"}
 
 type zkTopology struct{}
 
@@ -48,12 +50,16 @@ func (zkTopology) Programs(Config) ([]string, error) {
 	return []string{j}, nil
 }
 
-func (zkTopology) Clocks() error {
-	return errors.New("the stand-in zookeeper family does not move clocks")
-}
+// errZKClock is why the clock shim is not offered on the members.
+var errZKClock = errors.New("zookeeper members are JVMs whose clock reads the shim is not known to catch (untested), so clock faults are not offered")
+
+// Clocks implements Topology.
+func (zkTopology) Clocks() error { return errZKClock }
 
 func (zkTopology) Traits() Traits {
-	return Traits{Peers: true, Keys: "stand-in", Cleanup: "stand-in %s"}
+	return Traits{Peers: true,
+		Keys:    "the lock's requests (a session, sequential ephemeral nodes under the lock's path, reads of its children) touch only znodes under these",
+		Cleanup: "nothing beyond the lock's own ephemeral nodes under %s, which end with their sessions; lockpick never kills, pauses or restarts a member of an external ensemble"}
 }
 
 func (zkTopology) Size(s *Size) error {
@@ -69,12 +75,13 @@ func (zkTopology) Size(s *Size) error {
 func (zkTopology) persistence(Config) Persistence { return "" }
 
 func (zkTopology) external(context.Context, Config) (System, error) {
-	return nil, errors.New("the stand-in zookeeper family runs local members only")
+	return nil, errors.New("system zookeeper: runs local members only (an external ensemble and the docker backend are not supported yet)")
 }
 
 type zkSys struct {
 	backend nodeBackend
 	links   *links.Set
+	demux   []*zkDemux // per member, its peer address
 	nodes   []Node
 	log     *slog.Logger
 
@@ -88,7 +95,7 @@ type zkSys struct {
 func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
 	if !b.loopback {
 		b.backend.Close()
-		return nil, errors.New("the stand-in zookeeper family runs local members only")
+		return nil, errors.New("system zookeeper: runs local members only (an external ensemble and the docker backend are not supported yet)")
 	}
 	s := &zkSys{backend: b.backend, links: links.New(), nodes: layout, log: b.cfg.Logger, roles: StaticRoles(layout).Roles()}
 	defer func() {
@@ -101,7 +108,7 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		return nil, err
 	}
 	var cp []string
-	for _, j := range zkStandinJars {
+	for _, j := range zkJars {
 		cp = append(cp, "/usr/share/java/"+j+".jar")
 	}
 	reserved, err := ReservePorts(3 * len(layout))
@@ -114,29 +121,33 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		}
 	}()
 	port := func(i int) int { return reserved[i].Addr().(*net.TCPAddr).Port }
-	var servers []string
 	for i := range s.nodes {
-		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, port(3*i+1), port(3*i+2)))
 		s.nodes[i].Addr = reserved[3*i].Addr().String()
+		d, err := newZKDemux(fmt.Sprintf("127.0.0.1:%d", port(3*i+1)), fmt.Sprintf("127.0.0.1:%d", port(3*i+2)))
+		if err != nil {
+			return nil, err
+		}
+		s.demux = append(s.demux, d)
+	}
+	if err := s.addLinks(b.cfg.Groups); err != nil {
+		return nil, err
 	}
 	for i, n := range s.nodes {
+		servers, err := s.serverLines(i, port(3*i+1), port(3*i+2))
+		if err != nil {
+			return nil, err
+		}
 		nd := filepath.Join(b.dir, n.Name)
 		data := filepath.Join(nd, "data")
 		if err := os.MkdirAll(data, 0o755); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("member %s: %w", n.Name, err)
 		}
+		// myid lives beside version-2, which a start without data removes; myid stays.
 		if err := os.WriteFile(filepath.Join(data, "myid"), fmt.Appendf(nil, "%d\n", i+1), 0o644); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("member %s: %w", n.Name, err)
 		}
-		cfgText := fmt.Sprintf("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nminSessionTimeout=1000\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n%s\n",
-			data, port(3*i), strings.Join(servers, "\n"))
-		if err := os.WriteFile(filepath.Join(nd, "zoo.cfg"), []byte(cfgText), 0o644); err != nil {
-			return nil, err
-		}
-		for _, g := range b.cfg.Groups {
-			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
-				return nil, err
-			}
+		if err := os.WriteFile(filepath.Join(nd, "zoo.cfg"), []byte(zkConfig(data, port(3*i), servers)), 0o644); err != nil {
+			return nil, fmt.Errorf("member %s: %w", n.Name, err)
 		}
 		cmd := []string{java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-cp", strings.Join(cp, ":"),
 			"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(nd, "zoo.cfg")}
@@ -181,6 +192,63 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		}
 	})
 	return s, nil
+}
+
+// addLinks puts a link on every path: each client group to each member's client port, and each
+// member to each other member's peer demux.
+func (s *zkSys) addLinks(groups []string) error {
+	for j, to := range s.nodes {
+		for _, g := range groups {
+			if _, err := s.links.Add(g, to.Name, to.Addr); err != nil {
+				return err
+			}
+		}
+		for _, from := range s.nodes {
+			if from.Name != to.Name {
+				if _, err := s.links.Add(from.Name, to.Name, s.demux[j].Addr()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// serverLines is member i's view of the ensemble: its own quorum and election ports, and every
+// other member at the link from member i to it: the quorum port the link itself, the election port
+// a relay into the same link (a member refuses one address for both; the callee's demux tells them
+// apart).
+func (s *zkSys) serverLines(i, quorum, election int) (string, error) {
+	var lines []string
+	for j, n := range s.nodes {
+		if j == i {
+			lines = append(lines, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", j+1, quorum, election))
+			continue
+		}
+		l, err := s.links.Get(s.nodes[i].Name, n.Name)
+		if err != nil {
+			return "", err
+		}
+		relay, err := newZKDemux(l.Addr, l.Addr)
+		if err != nil {
+			return "", err
+		}
+		s.demux = append(s.demux, relay)
+		_, relayPort, err := net.SplitHostPort(relay.Addr())
+		if err != nil {
+			return "", fmt.Errorf("relay to %s: %w", n.Name, err)
+		}
+		// Both on 127.0.0.1: the link's and the relay's listeners.
+		lines = append(lines, fmt.Sprintf("server.%d=%s:%s", j+1, l.Addr, relayPort))
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// zkConfig is a member's zoo.cfg: ticks of 500 ms (a follower that misses syncLimit ticks, 2.5 s,
+// leaves the leader), sessions from 1 s, and the 4lw srvr and mntr the roles are read from.
+func zkConfig(data string, clientPort int, servers string) string {
+	return fmt.Sprintf("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+		"minSessionTimeout=1000\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,mntr,ruok\n%s\n", data, clientPort, servers)
 }
 
 // ready: a member listens; with a majority running, it serves.
@@ -304,6 +372,10 @@ func (s *zkSys) Close() error {
 		s.cancel()
 		s.wg.Wait()
 	}
+	err := s.backend.Close()
 	s.links.Close()
-	return s.backend.Close()
+	for _, d := range s.demux {
+		d.Close()
+	}
+	return err
 }
