@@ -85,6 +85,7 @@ func kinds() []Kind {
 		// lease lasts as long as the session, and ends for the holder only through its connection
 		// listener (SUSPENDED or LOST), so they are watchdog locks with the lock node's czxid as token.
 		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: curatorProbe, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
+		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
 		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: kazooProbe, Build: shipped(python, "python/kazoo_lock.py")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,

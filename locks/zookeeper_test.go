@@ -122,7 +122,7 @@ func TestShippedZooKeeperClients(t *testing.T) {
 		t.Skip("starts a ZooKeeper ensemble")
 	}
 	eps := zkEnsemble(t, 3)
-	for _, name := range []string{"curator", "kazoo"} {
+	for _, name := range []string{"go-zk", "curator", "kazoo"} {
 		t.Run(name, func(t *testing.T) {
 			k, _ := Lookup(name)
 			dir := t.TempDir()
