@@ -66,7 +66,7 @@ func (d *zkDemux) route(c net.Conn) {
 	if first[0] == 0xff {
 		target = d.election
 	}
-	up, err := net.DialTimeout("tcp", target, 5*time.Second)
+	up, err := dialPatiently(target, 2*time.Second)
 	if err != nil {
 		return
 	}
@@ -83,6 +83,21 @@ func (d *zkDemux) route(c net.Conn) {
 	c.Close()
 	up.Close()
 	<-done
+}
+
+// dialPatiently dials target until it answers or wait passes. The caller's connection was accepted
+// already (by its link), so a refusal would reach it as an end of stream after a connect that
+// worked: a follower that meets a new leader whose quorum port is not open yet gives up at once
+// (where a refused connect it would retry) and falls back to an election that takes seconds.
+func dialPatiently(target string, wait time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := net.DialTimeout("tcp", target, time.Second)
+		if err == nil || time.Now().After(deadline) {
+			return c, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // closeWrite passes an end of stream on, so each side sees the other's close.
