@@ -204,12 +204,12 @@ func CheckBackend(system, backend string) error {
 		return nil
 	case BackendDocker:
 		if system == "zookeeper" {
-			return errors.New("--backend docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local")
+			return errors.New("docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local")
 		}
 		return nil
 	case BackendExternal:
 		if system == "zookeeper" {
-			return errors.New("--backend external: system zookeeper runs local members only for now; use --backend local")
+			return errors.New("external: system zookeeper runs local members only for now; use --backend local")
 		}
 		return nil
 	}
