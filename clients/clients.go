@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 )
 
-//go:embed python/*.py php/*.php
+//go:embed python/*.py php/*.php java/*.java
 var files embed.FS
 
 // Install writes the shipped client file name (for example "python/redis_lock.py") under dir,

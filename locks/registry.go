@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -80,6 +81,12 @@ func kinds() []Kind {
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
 		{Name: "py-tooz", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Probe: toozProbe, Build: shipped(python, "python/tooz_lock.py")},
 		{Name: "php-malkusch", System: "redis-masters", Nodes: 5, Program: true, NoExtend: true, WholeSeconds: true, Probe: malkuschProbe, Build: shipped("php", "php/malkusch.php")},
+		// ZooKeeper's lock recipes (clients/java/CuratorLock.java, clients/python/kazoo_lock.py): a
+		// lease lasts as long as the session, and ends for the holder only through its connection
+		// listener (SUSPENDED or LOST), so they are watchdog locks with the lock node's czxid as token.
+		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: curatorProbe, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
+		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
+		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: kazooProbe, Build: shipped(python, "python/kazoo_lock.py")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
 		// rueidislock.go, gozero.go).
@@ -144,6 +151,18 @@ func shipped(interpreter, file string) func([]Endpoint, Options) (Locker, error)
 			return nil, err
 		}
 		return newProgram([]string{interpreter, path}, n, o)
+	}
+}
+
+// shippedJava builds a shipped Java client program, compiled by the machine's JDK at first use
+// into the user cache (clients.JavaCommand) against jars.
+func shippedJava(file string, jars []clients.Jar) func([]Endpoint, Options) (Locker, error) {
+	return func(n []Endpoint, o Options) (Locker, error) {
+		command, err := clients.JavaCommand(context.Background(), "", file, jars)
+		if err != nil {
+			return nil, err
+		}
+		return newProgram(command, n, o)
 	}
 }
 

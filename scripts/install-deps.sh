@@ -24,6 +24,13 @@ command -v git >/dev/null 2>&1 || want+=(git)
 command -v php >/dev/null 2>&1 || want+=(php-cli)
 [ -e /usr/share/php/Malkusch/Lock/autoload.php ] || want+=(php-malkusch-lock)
 { command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qx redis; } || want+=(php-redis)
+# The ZooKeeper locks' clients (--lock curator, kazoo): Curator's recipes with their ZooKeeper
+# client jars, a JDK whose javac compiles the Curator client, and kazoo for Debian's python3.
+[ -e /usr/share/java/curator-recipes.jar ] || want+=(libcurator-recipes-java)
+command -v javac >/dev/null 2>&1 || want+=(default-jdk-headless)
+/usr/bin/python3 -c 'import kazoo' >/dev/null 2>&1 || want+=(python3-kazoo)
+# The zookeeper system's members (Debian's ZooKeeper 3.8, run as JVMs by lockpick).
+[ -e /usr/share/java/zookeeper.jar ] || want+=(zookeeper)
 [ -e /etc/ssl/certs/ca-certificates.crt ] || want+=(ca-certificates)
 # The SSH backend's test hosts (scripts/ssh-hosts.sh): network namespaces, one sshd each.
 [ -x /usr/sbin/sshd ] || want+=(openssh-server)
@@ -56,5 +63,6 @@ if command -v service >/dev/null 2>&1; then
 	service etcd stop >/dev/null 2>&1 || true
 	service postgresql stop >/dev/null 2>&1 || true
 	service pgbouncer stop >/dev/null 2>&1 || true
+	service zookeeper stop >/dev/null 2>&1 || true # Debian's starts on 2181
 	service ssh stop >/dev/null 2>&1 || true
 fi

@@ -203,8 +203,14 @@ func CheckBackend(system, backend string) error {
 	case "", BackendLocal:
 		return nil
 	case BackendDocker:
+		if system == "zookeeper" {
+			return errors.New("docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local")
+		}
 		return nil
 	case BackendExternal:
+		if system == "zookeeper" {
+			return errors.New("external: system zookeeper runs local members only for now; use --backend local")
+		}
 		return nil
 	case BackendSSH:
 		if system == "postgres" {

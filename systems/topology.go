@@ -39,7 +39,7 @@ type Topology interface {
 
 // topologies is the registry: every family Start knows, in the order Names lists them.
 func topologies() []Topology {
-	return []Topology{mastersTopology{}, sentinelTopology{}, etcdTopology{}, postgresTopology{}}
+	return []Topology{mastersTopology{}, sentinelTopology{}, etcdTopology{}, zkTopology{}, postgresTopology{}}
 }
 
 // Names lists the systems Start knows.
