@@ -90,7 +90,7 @@ func TestOfferRefusals(t *testing.T) {
 		{"redis-masters", "local", "partition:paths=peers", []string{"--nemesis partition with paths=peers needs peer cuts", "never talk to each other", "drop paths=peers"}},
 		{"redis-sentinel", "external", "latency:paths=peers", []string{"with paths=peers needs peer latency", "--backend local or docker", "drop paths=peers"}},
 		{"redis-masters", "local", "failover", []string{"(promotion)", "a lock that runs on redis-sentinel"}},
-		{"redis-sentinel", "local", "netcut", []string{"(network cuts)", "loopback", "use --backend docker, or partition:kind=isolate"}},
+		{"redis-sentinel", "local", "netcut", []string{"(network cuts)", "loopback", "use --backend docker or ssh, or partition:kind=isolate"}},
 		{"etcd", "local", "clock:reset=quiet", []string{"(node clocks)"}},
 		{"redis-sentinel", "local", "clock:reset=quiet", nil},
 		{"redis-sentinel", "docker", "netcut,failover,latency:paths=peers", nil},
