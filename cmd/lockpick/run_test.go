@@ -51,7 +51,7 @@ func TestRefusalsNameTheFix(t *testing.T) {
 		{[]string{"selftest", "--seeds", "0"}, "--seeds must be at least 1"},
 		{[]string{"run", scenario("s", "nodes: 0\n")}, "nodes: must be at least 1"},
 		{[]string{"run", scenario("other", "")}, `name "s" differs from the file name`},
-		{[]string{"run", "--lock", "redlock", "--nemesis", "pause", "--backend", "external", "--endpoints", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"}, "--nemesis pause pauses a server's process (node signals), and --backend external servers are someone else's: use --backend local or docker, or client-side faults"},
+		{[]string{"run", "--lock", "redlock", "--nemesis", "pause", "--backend", "external", "--endpoints", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"}, "--nemesis pause pauses a server's process (node signals), and --backend external servers are someone else's: use --backend local or docker or ssh, or client-side faults"},
 		{[]string{"run", "--lock", "redlock", "--nemesis", "latency:paths=peers", "--dry-run"}, "drop paths=peers"},
 	}
 	for _, c := range cases {
