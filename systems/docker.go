@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -199,29 +200,20 @@ func lastLines(dir string) string {
 
 // CheckBackend checks that the named system runs on backend.
 func CheckBackend(system, backend string) error {
-	switch backend {
-	case "", BackendLocal:
-		return nil
-	case BackendDocker:
-		if system == "zookeeper" {
-			return errors.New("docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local")
-		}
-		return nil
-	case BackendExternal:
-		if system == "zookeeper" {
-			return errors.New("external: system zookeeper runs local members only for now; use --backend local")
-		}
-		return nil
-	case BackendSSH:
-		if system == "postgres" {
-			return fmt.Errorf("postgres runs on --backend local only: drop --backend ssh")
-		}
-		if system == "etcd" {
-			return fmt.Errorf("etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel")
-		}
-		return nil
+	if backend == "" {
+		backend = BackendLocal
 	}
-	return fmt.Errorf("unknown backend %q: use one of %v", backend, Backends())
+	if !slices.Contains(Backends(), backend) {
+		return fmt.Errorf("unknown backend %q: use one of %v", backend, Backends())
+	}
+	t, err := Lookup(system)
+	if err != nil {
+		return err
+	}
+	if why, ok := t.Traits().NotOn[backend]; ok {
+		return errors.New(why)
+	}
+	return nil
 }
 
 // startContainers starts the nodes' containers together (each takes the Engine a second or more on

@@ -130,6 +130,9 @@ func (etcdTopology) Clocks() error { return errEtcdClock }
 func (etcdTopology) Traits() Traits {
 	return Traits{
 		Peers: true, Server: "etcd-server", WholeSecondLeases: true, LeaseGrace: EtcdElectionTimeout,
+		NotOn: map[string]string{
+			BackendSSH: "etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel",
+		},
 		Keys:    "the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL",
 		Cleanup: "one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member",
 	}

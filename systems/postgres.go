@@ -103,6 +103,10 @@ func (postgresTopology) Clocks() error { return nil }
 func (postgresTopology) Traits() Traits {
 	return Traits{
 		Server: "postgres", Sessions: true,
+		NotOn: map[string]string{
+			BackendDocker: "postgres runs on --backend local only: drop --backend docker",
+			BackendSSH:    "postgres runs on --backend local only: drop --backend ssh",
+		},
 		Keys:    "the lock's statements touch only advisory locks numbered from these keys and the rows of the table lockpick_leases whose key is one of them",
 		Cleanup: "lockpick runs postgres itself; it does not run on someone else's PostgreSQL (%s)",
 	}

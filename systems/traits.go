@@ -25,6 +25,9 @@ type Traits struct {
 	// grants every lease LeaseGrace more (etcd), so a dead holder's lease outlives it by that much.
 	WholeSecondLeases bool
 	LeaseGrace        time.Duration
+	// NotOn names the backends the family's nodes cannot run on, each with why and the fix in one
+	// line: the family says it, so that the backend's checks name no family.
+	NotOn map[string]string
 	// Keys says which keys the lock's requests touch; Cleanup what a run on someone else's servers
 	// deletes at its end (with %s for the run's key prefix): --dry-run's prose.
 	Keys, Cleanup string

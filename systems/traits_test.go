@@ -51,3 +51,30 @@ func TestExpiryOfALease(t *testing.T) {
 		t.Errorf("redis-masters: %v", got)
 	}
 }
+
+// The backend's check names no family: each family says where its nodes cannot run (Traits.NotOn),
+// and CheckBackend answers with the family's own line; everywhere else it runs.
+func TestCheckBackendAsksTheFamily(t *testing.T) {
+	refused := 0
+	for _, top := range topologies() {
+		for _, backend := range Backends() {
+			err := CheckBackend(top.Name(), backend)
+			why, notOn := top.Traits().NotOn[backend]
+			switch {
+			case notOn && (err == nil || err.Error() != why):
+				t.Errorf("%s on %s: %v, want the family's refusal %q", top.Name(), backend, err, why)
+			case !notOn && err != nil:
+				t.Errorf("%s on %s: %v, want it to run", top.Name(), backend, err)
+			}
+			if notOn {
+				refused++
+			}
+		}
+	}
+	if refused == 0 {
+		t.Error("no family refuses any backend: the table of refusals is not read")
+	}
+	if err := CheckBackend("redis-masters", "kubernetes"); err == nil || !strings.Contains(err.Error(), "unknown backend") {
+		t.Errorf("an unknown backend: %v, want it refused", err)
+	}
+}

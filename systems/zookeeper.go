@@ -58,6 +58,11 @@ func (zkTopology) Clocks() error { return errZKClock }
 
 func (zkTopology) Traits() Traits {
 	return Traits{Peers: true,
+		NotOn: map[string]string{
+			BackendDocker:   "docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local",
+			BackendExternal: "external: system zookeeper runs local members only for now; use --backend local",
+			BackendSSH:      "ssh: system zookeeper runs local members only for now; use --backend local",
+		},
 		Keys:    "the lock's requests (a session, sequential ephemeral nodes under the lock's path, reads of its children) touch only znodes under these",
 		Cleanup: "nothing beyond the lock's own ephemeral nodes under %s, which end with their sessions; lockpick never kills, pauses or restarts a member of an external ensemble"}
 }
