@@ -40,6 +40,9 @@ func CheckRemote(system string) error {
 	if !slices.Contains(Names(), system) {
 		return fmt.Errorf("system %q on a remote Engine: the docker backend there runs %v: choose one of them, or drop --docker-host and DOCKER_HOST", system, Names())
 	}
+	if err := CheckBackend(system, BackendDocker); err != nil {
+		return fmt.Errorf("on a remote Engine: %w (or drop --docker-host and DOCKER_HOST)", err)
+	}
 	return nil
 }
 
