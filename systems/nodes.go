@@ -39,6 +39,9 @@ type nodeSpec struct {
 	// readyLog is what the node logs once it serves, which a start takes instead of ready while
 	// the node is cut from the harness; empty means redis's.
 	readyLog logLine
+	// startWait, when longer than the runner's own bound, is how long a start may take until the
+	// node serves (a JVM on a loaded machine takes over 10 s).
+	startWait time.Duration
 	// shim says whether the clock shim can move the server's clock (not a Go program's).
 	shim bool
 	// cred, when set, is the user a local node's server runs as (PostgreSQL refuses root).
@@ -307,6 +310,7 @@ func (t *table) readyLines(ctx context.Context, n *tableNode) int {
 // until its log holds more ready lines than mark.
 func (t *table) waitReady(ctx context.Context, n *tableNode, p proc, mark int) error {
 	wait, every := t.r.timing()
+	wait = max(wait, n.spec.startWait)
 	deadline := time.Now().Add(wait)
 	for {
 		err := t.isReady(ctx, n)

@@ -24,7 +24,9 @@ import (
 )
 
 // zkJars are Debian's jars a member's JVM needs (under /usr/share/java).
-var zkJars = []string{"zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "metrics-core", "snappy-java", "commons-cli", "commons-io", "netty-handler", "netty-transport", "netty-common", "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll", "netty-transport-native-unix-common"}
+func zkJars() []string {
+	return []string{"zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "metrics-core", "snappy-java", "commons-cli", "commons-io", "netty-handler", "netty-transport", "netty-common", "netty-buffer", "netty-codec", "netty-resolver", "netty-transport-native-epoll", "netty-transport-native-unix-common"}
+}
 
 type zkTopology struct{}
 
@@ -113,7 +115,7 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		return nil, err
 	}
 	var cp []string
-	for _, j := range zkJars {
+	for _, j := range zkJars() {
 		cp = append(cp, "/usr/share/java/"+j+".jar")
 	}
 	reserved, err := ReservePorts(3 * len(layout))
@@ -159,7 +161,7 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		addr := n.Addr
 		ready := func(ctx context.Context) error { return s.ready(ctx, addr) }
 		if _, err := b.t.add(ctx, nodeSpec{name: n.Name, dir: nd, cmd: cmd, addr: n.Addr,
-			data: []string{filepath.Join(data, "version-2")}, ready: ready,
+			data: []string{filepath.Join(data, "version-2")}, ready: ready, startWait: 30 * time.Second,
 			readyLog: logLine{file: "stdout.log", text: "Peer state changed"}}); err != nil {
 			return nil, err
 		}
