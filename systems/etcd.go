@@ -77,7 +77,7 @@ type etcdSys struct {
 	backend nodeBackend
 	links   *links.Set
 	fwd     []*links.Forwarder
-	roles   *etcdRoles
+	roles   *leaderWatch
 
 	nodes []Node
 	peer  map[string]string // member -> its own peer address
@@ -202,7 +202,7 @@ func (s *etcdSys) startMembers(ctx context.Context, healthy time.Duration) error
 		}
 		s.admins[n.Name] = c
 	}
-	s.roles = newEtcdRoles(s, s.log)
+	s.roles = watchLeader("etcd", s.nodes, etcdRolesEvery, s.leaderNow, s.log)
 	return s.waitHealthy(ctx, healthy)
 }
 

@@ -10,14 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/links"
@@ -92,11 +89,7 @@ type zkSys struct {
 	nodes   []Node
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	roles  map[string]Role
-	subs   []func(Event)
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	roles *leaderWatch
 }
 
 func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
@@ -104,7 +97,7 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 		b.backend.Close()
 		return nil, errors.New("system zookeeper: runs local members only (an external ensemble and the docker backend are not supported yet)")
 	}
-	s := &zkSys{backend: b.backend, links: links.New(), nodes: layout, log: b.cfg.Logger, roles: StaticRoles(layout).Roles()}
+	s := &zkSys{backend: b.backend, links: links.New(), nodes: layout, log: b.cfg.Logger}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -184,20 +177,7 @@ func (zkTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, e
 	}, func() string { return "the zookeeper ensemble did not serve" }); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Go(func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			s.updateRoles()
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	})
+	s.roles = watchLeader("zookeeper", s.nodes, 200*time.Millisecond, s.leaderNow, s.log)
 	return s, nil
 }
 
@@ -309,60 +289,25 @@ func zkMode(addr string) string {
 	return ""
 }
 
-func (s *zkSys) updateRoles() {
-	leader := ""
+// leaderNow is the member whose srvr says it leads, or "" while none does.
+func (s *zkSys) leaderNow(context.Context) string {
 	for _, n := range s.nodes {
 		if zkMode(n.Addr) == "leader" {
-			leader = n.Name
+			return n.Name
 		}
 	}
-	if leader == "" {
-		return
-	}
-	s.mu.Lock()
-	changed := map[string]Role{}
-	for name, role := range s.roles {
-		want := RoleFollower
-		if name == leader {
-			want = RoleLeader
-		}
-		if role != want {
-			changed[name] = want
-			s.roles[name] = want
-		}
-	}
-	subs := slices.Clone(s.subs)
-	s.mu.Unlock()
-	if len(changed) == 0 {
-		return
-	}
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(changed)) {
-		parts = append(parts, fmt.Sprintf("%s is %s", n, changed[n]))
-	}
-	e := Event{Time: time.Now(), Kind: KindRoles, Text: strings.Join(parts, ", "), Roles: changed}
-	for _, f := range subs {
-		f(e)
-	}
+	return ""
 }
 
-func (s *zkSys) Name() string  { return "zookeeper" }
-func (s *zkSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
-func (s *zkSys) Roles() map[string]Role {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.roles)
-}
+func (s *zkSys) Name() string           { return "zookeeper" }
+func (s *zkSys) Nodes() []Node          { return append([]Node(nil), s.nodes...) }
+func (s *zkSys) Roles() map[string]Role { return s.roles.current() }
 func (s *zkSys) Endpoints(group string) ([]Endpoint, error) {
 	return groupEndpoints(s.links, group, s.nodes, func(n Node) string { return n.Addr })
 }
-func (s *zkSys) Links() *links.Set { return s.links }
-func (s *zkSys) Backend() Backend  { return s.backend }
-func (s *zkSys) Watch(f func(Event)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.subs = append(s.subs, f)
-}
+func (s *zkSys) Links() *links.Set   { return s.links }
+func (s *zkSys) Backend() Backend    { return s.backend }
+func (s *zkSys) Watch(f func(Event)) { s.roles.subscribe(f) }
 func (s *zkSys) HoldWrites(context.Context, string, time.Duration, func(context.Context) error) error {
 	return errors.New("zookeeper members cannot hold writes back")
 }
@@ -375,9 +320,8 @@ func (s *zkSys) Ping(_ context.Context, node string) error {
 	return fmt.Errorf("member %s does not serve", node)
 }
 func (s *zkSys) Close() error {
-	if s.cancel != nil {
-		s.cancel()
-		s.wg.Wait()
+	if s.roles != nil {
+		s.roles.close()
 	}
 	err := s.backend.Close()
 	s.links.Close()
