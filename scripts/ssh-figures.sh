@@ -5,7 +5,7 @@
 # Usage: [SCENARIOS="a b ..."] [TIME_LIMIT=20s] scripts/ssh-figures.sh [bin/lockpick] [store] [seeds...]
 set -u
 BIN=${1:-bin/lockpick}
-STORE=${2:-/tmp/lockpick-ssh-figures}
+STORE=${2:-store/ssh-figures}
 shift 2 2>/dev/null
 SEEDS=${*:-1 2 3}
 SCENARIOS=${SCENARIOS:-redlock-restart single-restart redlock-clock-forward-majority redlock-delayed-restart redlock-partition-client-minority redlock-node-pause}
