@@ -100,15 +100,28 @@ func TestSSHScenariosMeetTheirExpectations(t *testing.T) {
 
 // redis-sentinel over SSH, one node a host (the failover's stall cuts paths between servers with
 // iptables on the caller's host): the stalled failover breaks the Sentinel lock, and WAIT keeps
-// sentinel-wait safe through the same faults, as on loopback.
+// sentinel-wait safe through the same faults, as on loopback. The violation needs a grant on the
+// stalled primary just before its kill, which a seed's timing over SSH can miss: the invalid
+// scenario gets seeds 1 to 3 (a failover that never breaks the lock fails all three); the valid one
+// must be met at its first seed.
 func TestSSHSentinelFailoverScenarios(t *testing.T) {
 	hosts := upSSHHosts(t, 6)
 	bin := build(t)
-	args := append([]string{"scenario", "sentinel-failover", "sentinel-wait-failover", "--backend", "ssh", "--stop-at-first",
-		"--store", t.TempDir()}, hosts.flags()...)
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if code := exitCode(err); code != 0 || !bytes.Contains(out, []byte("2 met, 0 not met")) {
-		t.Fatalf("lockpick %s: exit %d, want both scenarios met:\n%s", strings.Join(args, " "), code, out)
+	for _, c := range []struct {
+		scenario string
+		seeds    []string
+	}{{"sentinel-failover", []string{"1", "2", "3"}}, {"sentinel-wait-failover", []string{"1"}}} {
+		for i, seed := range c.seeds {
+			args := append([]string{"scenario", c.scenario, "--seed", seed, "--backend", "ssh", "--stop-at-first",
+				"--store", t.TempDir()}, hosts.flags()...)
+			out, err := exec.Command(bin, args...).CombinedOutput()
+			if code := exitCode(err); code == 0 && bytes.Contains(out, []byte("1 met, 0 not met")) {
+				break
+			} else if i == len(c.seeds)-1 {
+				t.Fatalf("lockpick %s: exit %d, want the scenario met (seeds %v):\n%s", strings.Join(args, " "), code, c.seeds, out)
+			}
+			t.Logf("%s not met at seed %s; the next seed", c.scenario, seed)
+		}
 	}
 	assertNoLeftovers(t, hosts)
 }
