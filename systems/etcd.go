@@ -307,22 +307,7 @@ func (s *etcdSys) declare(ctx context.Context, lb *table, dir string, n Node, in
 // ready as it can be (its start is waited for by the system, or by the start of the others).
 func (s *etcdSys) serves(ctx context.Context, name string) error {
 	addr := s.nodeAddr(name)
-	d := net.Dialer{Timeout: 300 * time.Millisecond}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	c.Close()
-	running := 0
-	for _, n := range s.nodes {
-		if s.backend.Running(n.Name) {
-			running++
-		}
-	}
-	if running <= len(s.nodes)/2 {
-		return nil
-	}
-	return etcdAnswers(ctx, addr)
+	return quorumReady(ctx, s.backend, s.nodes, addr, func() error { return etcdAnswers(ctx, addr) })
 }
 
 // etcdAnswers asks a member's client port for its version, on a fresh connection.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -93,4 +94,27 @@ func (w *leaderWatch) subscribe(f func(Event)) {
 func (w *leaderWatch) close() {
 	w.cancel()
 	w.wg.Wait()
+}
+
+// quorumReady is the readiness of a member of a family that serves only with a leader, which needs a
+// majority of its members running: the member must listen at addr, and once a majority runs, serves
+// must answer nil too. While fewer run, a member that listens is as ready as it can be (its start is
+// waited for by the system, or by the start of the others).
+func quorumReady(ctx context.Context, b nodeBackend, nodes []Node, addr string, serves func() error) error {
+	d := net.Dialer{Timeout: 300 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	running := 0
+	for _, n := range nodes {
+		if b.Running(n.Name) {
+			running++
+		}
+	}
+	if running <= len(nodes)/2 {
+		return nil
+	}
+	return serves()
 }

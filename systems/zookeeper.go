@@ -240,25 +240,12 @@ func zkConfig(data string, clientPort int, servers string) string {
 
 // ready: a member listens; with a majority running, it serves.
 func (s *zkSys) ready(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: 300 * time.Millisecond}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	c.Close()
-	running := 0
-	for _, n := range s.nodes {
-		if s.backend.Running(n.Name) {
-			running++
+	return quorumReady(ctx, s.backend, s.nodes, addr, func() error {
+		if zkMode(addr) == "" {
+			return errors.New("not serving")
 		}
-	}
-	if running <= len(s.nodes)/2 {
 		return nil
-	}
-	if zkMode(addr) == "" {
-		return errors.New("not serving")
-	}
-	return nil
+	})
 }
 
 // zkMode asks a member's srvr for its mode (leader, follower, standalone); "" when it serves none.
