@@ -94,7 +94,8 @@ docs-commands: deps
 # $$TMPDIR). Then the end of a run at the ceiling of BENCH_END long (scripts/bench-end.sh: recovery
 # end to exit, CPU, peak RSS, beside BEFORE's). Last, the harness at the ceiling (no think time, no
 # holds) beside a bare go-redis loop on the same kind of nodes, for single and Redlock, with and
-# without links (docs/speed.md).
+# without links, and beside BEFORE's: the same benchmark compiled from the commit BEFORE was built
+# from (scripts/bench-ceiling.sh; docs/speed.md).
 BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
 BENCH_REPS  ?= 3
@@ -104,7 +105,7 @@ bench: build
 	SIZES="$(BENCH_SIZES)" REPS="$(BENCH_REPS)" scripts/bench-check.sh $(BIN) $(BEFORE)
 	END_TIME="$(BENCH_END)" scripts/bench-end.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
-	$(GO) test ./harness -run '^$$' -bench Ceiling -benchtime 1x
+	GO=$(GO) scripts/bench-ceiling.sh $(BEFORE)
 
 # The client protocol's overhead: py-redis against the built-in single lock, side by side (docs/protocol.md).
 bench-protocol: build
