@@ -108,6 +108,10 @@ func (c *Config) dryRunSSH(p func(format string, args ...any)) {
 	for _, h := range c.SSHHosts {
 		var nodes []string
 		for _, n := range placed[h] {
+			if tr.Server == "etcd-server" { // a member's peers call it on a port of its own
+				nodes = append(nodes, fmt.Sprintf("%s (etcd on port %d, peers on %d)", n.Name, n.Port, n.Port+systems.SSHPeerPortOffset))
+				continue
+			}
 			nodes = append(nodes, fmt.Sprintf("%s (%s on port %d)", n.Name, tr.Server, n.Port))
 		}
 		p("  host %s: %s, under %s/RUN", h, strings.Join(nodes, ", "), systems.SSHHostDir(h))

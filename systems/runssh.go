@@ -50,6 +50,10 @@ const SSHRuleTag = "lockpick-ssh:"
 // sshFirstPort+k.
 const sshFirstPort = 17001
 
+// SSHPeerPortOffset is how far above its port a node on a host listens for its peers, when its
+// server has a port of its own for them (an etcd member's peer URL).
+const SSHPeerPortOffset = 1000
+
 // SSHConfig is how a system runs on hosts over SSH.
 type SSHConfig struct {
 	// Hosts are the hosts (host or host:port of their sshd); nodes are placed round-robin on them.
@@ -255,6 +259,9 @@ func (r *sshRunner) place(name string) sshPlace {
 	r.placed[name] = p
 	return p
 }
+
+// peerPort is the port a node on a host listens for its peers on, when it has one of its own.
+func (r *sshRunner) peerPort(name string) int { return r.place(name).port + SSHPeerPortOffset }
 
 // nodeDir is a node's directory on its host.
 func (r *sshRunner) nodeDir(name string) string { return path.Join(r.place(name).m.dir, name) }
