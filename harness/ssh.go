@@ -30,6 +30,9 @@ func (c *Config) resolveSSH() error {
 	if f, ok := c.faultNeeding(nemesis.PeerCuts); ok && len(c.SSHHosts) < len(c.layout()) {
 		return fmt.Errorf("--nemesis %s cuts paths between servers with iptables on the caller's host, which would cut every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
 	}
+	if f, ok := c.faultNeeding(nemesis.PeerLatency); ok && len(c.SSHHosts) < len(c.layout()) {
+		return fmt.Errorf("--nemesis %s slows paths between servers with iptables on the caller's host, which would slow every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
+	}
 	c.SSHUser = cmp.Or(c.SSHUser, "root")
 	home, _ := os.UserHomeDir()
 	if c.SSHKey == "" {
@@ -79,9 +82,18 @@ func fileExists(p string) bool {
 }
 
 // sshConfig is the systems side of the ssh options, for the run in dir.
-func (c *Config) sshConfig(dir string) systems.SSHConfig {
-	return systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
+func (c *Config) sshConfig(dir string) (systems.SSHConfig, error) {
+	sc := systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
 		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
+	if _, ok := c.faultNeeding(nemesis.PeerLatency); ok {
+		// The hosts read the slowed paths' packet queues with this binary (docs/ssh.md).
+		exe, err := os.Executable()
+		if err != nil {
+			return sc, fmt.Errorf("latency between servers over ssh uploads lockpick's own binary to the hosts: %w", err)
+		}
+		sc.Lockpick = exe
+	}
+	return sc, nil
 }
 
 // SSHTarget is the hosts and credentials of c's ssh options, with the defaults filled in and
@@ -91,7 +103,7 @@ func (c Config) SSHTarget() (systems.SSHConfig, error) {
 	if err := c.resolveSSH(); err != nil {
 		return systems.SSHConfig{}, err
 	}
-	return c.sshConfig(""), nil
+	return c.sshConfig("")
 }
 
 // SSHOptionNames are the options of the ssh backend, as flags.

@@ -412,7 +412,7 @@ func (s *etcdSys) Backend() Backend {
 		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, r, r}, r}
 	}
 	if r, ok := s.backend.(*sshRunner); ok {
-		return etcdDocker{etcdBackend{s.backend, s}, r, r}
+		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, r, r}, r}
 	}
 	return etcdBackend{s.backend, s}
 }

@@ -65,6 +65,9 @@ type SSHConfig struct {
 	Fingerprints    []string
 	// Run names the run: its directory on each host, and the comment of its rules.
 	Run string
+	// Lockpick is lockpick's own binary, uploaded to every host to read the packet queues of
+	// slowed paths between servers; empty when the run slows none.
+	Lockpick string
 }
 
 // Dial logs in to one host of c.
@@ -99,7 +102,9 @@ type sshMachine struct {
 	dir     string
 	control string
 	shim    string
-	nodes   int
+	// lockpick is lockpick's binary on the host, when uploaded (SSHConfig.Lockpick).
+	lockpick string
+	nodes    int
 }
 
 // sshRunner runs a run's nodes on its hosts, on the node table.
@@ -112,6 +117,7 @@ type sshRunner struct {
 
 	amu    sync.Mutex
 	placed map[string]sshPlace
+	queues queueNums
 }
 
 // sshPlace is where one node runs: its host and port.
@@ -186,6 +192,12 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 	}
 	if shim != "" {
 		if err := r.uploadShim(ctx, m, shim); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if r.cfg.Lockpick != "" {
+		if err := r.uploadLockpick(ctx, m, r.cfg.Lockpick); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -318,7 +330,8 @@ func (r *sshRunner) close(ctx context.Context) error {
 		nodes = append(nodes, n)
 	}
 	r.mu.Unlock()
-	var errs []error
+	// The readers of slowed paths first: their rules go with them, and their counts are logged.
+	errs := []error{r.unslowAll(ctx)}
 	for _, n := range nodes {
 		if err := n.host.(*sshNode).fetchLogs(ctx); err != nil {
 			r.log.Warn("a node's logs could not be copied", "node", n.spec.name, "err", err)
