@@ -131,6 +131,12 @@ func (c *Config) dryRunSSH(p func(format string, args ...any)) {
 	if _, ok := c.faultNeeding(nemesis.NetCuts); ok {
 		p("  cuts: iptables rules on the node's host (INPUT from this host to the node's port, OUTPUT back), commented %sRUN, removed at the heal and at the end", systems.SSHRuleTag)
 	}
+	if _, ok := c.faultNeeding(nemesis.PeerCuts); ok {
+		p("  cuts between servers: iptables rules on the calling node's host (OUTPUT to the callee's host and port, INPUT back), commented %sRUN", systems.SSHRuleTag)
+	}
+	if _, ok := c.faultNeeding(nemesis.PeerLatency); ok {
+		p("  latency between servers: lockpick's own binary uploaded to each host's run directory, run there as the reader of an NFQUEUE queue per slowed path (rules on the calling node's host, commented %sRUN)", systems.SSHRuleTag)
+	}
 	if _, ok := c.faultNeeding(nemesis.NodeClocks); ok {
 		p("  clocks: the clock shim is uploaded to each host's run directory and each node's clock file is written in place there")
 	}
