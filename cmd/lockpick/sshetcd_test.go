@@ -159,3 +159,29 @@ func TestSSHEtcdKilledRunCleaned(t *testing.T) {
 	t.Logf("left by SIGKILL: %d members, %d readers, %d rules; clean said:\n%s", members, readers, rules, cleanOut)
 	assertNoLeftovers(t, hosts)
 }
+
+// --dry-run of etcd over ssh logs in nowhere and says where each member and its peer port go, and
+// what the faults between members put on the hosts (rules, the uploaded queue reader); a slowdown
+// between members with fewer hosts than members is refused in one line.
+func TestDryRunEtcdOverSSH(t *testing.T) {
+	bin := build(t)
+	pins := []string{"--ssh-key", "main_test.go", "--ssh-fingerprint", "SHA256:a,SHA256:b,SHA256:c"}
+	args := append([]string{"run", "--backend", "ssh", "--hosts", "10.0.0.5,10.0.0.6,10.0.0.7", "--lock", "etcd",
+		"--nemesis", "latency:paths=peers,partition:paths=peers", "--dry-run", "--store", t.TempDir()}, pins...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lockpick %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, want := range []string{"host 10.0.0.6: e2 (etcd on port 17001, peers on 18001)",
+		"cuts between servers: iptables rules on the calling node's host", "latency between servers: lockpick's own binary uploaded"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the dry run does not say %q:\n%s", want, out)
+		}
+	}
+	args = []string{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--lock", "etcd", "--nemesis", "latency:paths=peers",
+		"--dry-run", "--store", t.TempDir(), "--ssh-key", "main_test.go", "--ssh-fingerprint", "SHA256:a"}
+	out, err = exec.Command(bin, args...).CombinedOutput()
+	if code := exitCode(err); code != 255 || !bytes.Contains(out, []byte("give a host per node (1 --hosts for 3 nodes)")) {
+		t.Errorf("latency between members on one host: exit %d, want 255 and a host per node:\n%s", code, out)
+	}
+}
