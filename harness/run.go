@@ -630,7 +630,9 @@ func startSystem(ctx context.Context, cfg Config, dir, shim string, eng *contain
 	nodesDir := filepath.Join(dir, results.NodesDir)
 	scfg := cfg.systemConfig(nodesDir, shim, log)
 	scfg.Docker = systems.DockerConfig{Engine: eng, Run: dir, PublishHost: cfg.DockerPublishHost}
-	scfg.SSH = cfg.sshConfig(dir)
+	if scfg.SSH, err = cfg.sshConfig(dir); err != nil {
+		return nil, err
+	}
 	err = onFreshPorts(log, cfg.System, nodesDir, func() (err error) {
 		sys.sut, err = systems.Start(ctx, cfg.System, scfg)
 		return err

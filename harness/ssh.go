@@ -30,6 +30,9 @@ func (c *Config) resolveSSH() error {
 	if f, ok := c.faultNeeding(nemesis.PeerCuts); ok && len(c.SSHHosts) < len(c.layout()) {
 		return fmt.Errorf("--nemesis %s cuts paths between servers with iptables on the caller's host, which would cut every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
 	}
+	if f, ok := c.faultNeeding(nemesis.PeerLatency); ok && len(c.SSHHosts) < len(c.layout()) {
+		return fmt.Errorf("--nemesis %s slows paths between servers with iptables on the caller's host, which would slow every node there: give a host per node (%d --hosts for %d nodes)", f.Name(), len(c.SSHHosts), len(c.layout()))
+	}
 	c.SSHUser = cmp.Or(c.SSHUser, "root")
 	home, _ := os.UserHomeDir()
 	if c.SSHKey == "" {
@@ -79,9 +82,18 @@ func fileExists(p string) bool {
 }
 
 // sshConfig is the systems side of the ssh options, for the run in dir.
-func (c *Config) sshConfig(dir string) systems.SSHConfig {
-	return systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
+func (c *Config) sshConfig(dir string) (systems.SSHConfig, error) {
+	sc := systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
 		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
+	if _, ok := c.faultNeeding(nemesis.PeerLatency); ok {
+		// The hosts read the slowed paths' packet queues with this binary (docs/ssh.md).
+		exe, err := os.Executable()
+		if err != nil {
+			return sc, fmt.Errorf("latency between servers over ssh uploads lockpick's own binary to the hosts: %w", err)
+		}
+		sc.Lockpick = exe
+	}
+	return sc, nil
 }
 
 // SSHTarget is the hosts and credentials of c's ssh options, with the defaults filled in and
@@ -91,7 +103,7 @@ func (c Config) SSHTarget() (systems.SSHConfig, error) {
 	if err := c.resolveSSH(); err != nil {
 		return systems.SSHConfig{}, err
 	}
-	return c.sshConfig(""), nil
+	return c.sshConfig("")
 }
 
 // SSHOptionNames are the options of the ssh backend, as flags.
@@ -108,12 +120,22 @@ func (c *Config) dryRunSSH(p func(format string, args ...any)) {
 	for _, h := range c.SSHHosts {
 		var nodes []string
 		for _, n := range placed[h] {
+			if tr.Server == "etcd-server" { // a member's peers call it on a port of its own
+				nodes = append(nodes, fmt.Sprintf("%s (etcd on port %d, peers on %d)", n.Name, n.Port, n.Port+systems.SSHPeerPortOffset))
+				continue
+			}
 			nodes = append(nodes, fmt.Sprintf("%s (%s on port %d)", n.Name, tr.Server, n.Port))
 		}
 		p("  host %s: %s, under %s/RUN", h, strings.Join(nodes, ", "), systems.SSHHostDir(h))
 	}
 	if _, ok := c.faultNeeding(nemesis.NetCuts); ok {
 		p("  cuts: iptables rules on the node's host (INPUT from this host to the node's port, OUTPUT back), commented %sRUN, removed at the heal and at the end", systems.SSHRuleTag)
+	}
+	if _, ok := c.faultNeeding(nemesis.PeerCuts); ok {
+		p("  cuts between servers: iptables rules on the calling node's host (OUTPUT to the callee's host and port, INPUT back), commented %sRUN", systems.SSHRuleTag)
+	}
+	if _, ok := c.faultNeeding(nemesis.PeerLatency); ok {
+		p("  latency between servers: lockpick's own binary uploaded to each host's run directory, run there as the reader of an NFQUEUE queue per slowed path (rules on the calling node's host, commented %sRUN)", systems.SSHRuleTag)
 	}
 	if _, ok := c.faultNeeding(nemesis.NodeClocks); ok {
 		p("  clocks: the clock shim is uploaded to each host's run directory and each node's clock file is written in place there")

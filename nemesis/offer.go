@@ -76,11 +76,6 @@ func staticOffer(system, backend string) Offer {
 	if !tr.Sessions {
 		o.lack(Sessions, "the servers of "+system+" have no client sessions lockpick can end", false)
 	}
-	if backend == systems.BackendSSH {
-		// Paths between servers are cut with iptables on the hosts; slowing them needs a packet
-		// queue on each host, not built.
-		o.lack(PeerLatency, "--backend ssh does not slow the paths between servers yet", false)
-	}
 	if !promotes(t) {
 		o.lack(Promotion, system+" has no primary whose replicas take over", false)
 	}

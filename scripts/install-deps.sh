@@ -36,6 +36,8 @@ command -v javac >/dev/null 2>&1 || want+=(default-jdk-headless)
 [ -x /usr/sbin/sshd ] || want+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || want+=(openssh-client)
 command -v ip >/dev/null 2>&1 || want+=(iproute2)
+# The ssh etcd test times a connect from a test host to a member's peer port with curl.
+command -v curl >/dev/null 2>&1 || want+=(curl)
 command -v iptables >/dev/null 2>&1 || want+=(iptables)
 # The postgres system's server (Debian's PostgreSQL 15) and the pooler in front of it.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || want+=(postgresql)

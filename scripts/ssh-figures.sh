@@ -1,5 +1,5 @@
 #!/bin/sh
-# The redis-masters scenarios over the ssh backend beside the local backend, over seeds: each
+# Scenarios (the six redis-masters ones, or SCENARIOS) over the ssh backend beside the local backend, over seeds: each
 # scenario's outcome and wall time on both. The hosts come from LOCKPICK_SSH_HOSTS, _KEY and
 # _KNOWN_HOSTS (eval "$(scripts/ssh-hosts.sh env)" after scripts/ssh-hosts.sh up, for namespace hosts).
 # Usage: [SCENARIOS="a b ..."] [TIME_LIMIT=20s] scripts/ssh-figures.sh [bin/lockpick] [store] [seeds...]

@@ -43,11 +43,12 @@ type PeerSlowStats struct {
 }
 
 // peerSlow is a slowdown in place: its queue number and its reader, in lockpick's process (the
-// local Engine) or in the caller's holder (a remote one).
+// local Engine), in the caller's holder (a remote one) or on the caller's host (ssh).
 type peerSlow struct {
 	num    uint16
 	queue  *delayQueue
 	remote *remoteReader
+	ssh    *sshReader
 }
 
 // slowRules are the rules, in the caller's namespace, that send its connections to ip:port to

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -130,9 +131,6 @@ func (etcdTopology) Clocks() error { return errEtcdClock }
 func (etcdTopology) Traits() Traits {
 	return Traits{
 		Peers: true, Server: "etcd-server", WholeSecondLeases: true, LeaseGrace: EtcdElectionTimeout,
-		NotOn: map[string]string{
-			BackendSSH: "etcd on --backend ssh is not built yet (its members' peer URLs are written for loopback and containers): use --backend local or docker, or a lock that runs on redis-masters or redis-sentinel",
-		},
 		Keys:    "the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL",
 		Cleanup: "one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member",
 	}
@@ -413,6 +411,9 @@ func (s *etcdSys) Backend() Backend {
 	if r, ok := s.backend.(*dockerRemote); ok {
 		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, r, r}, r}
 	}
+	if r, ok := s.backend.(*sshRunner); ok {
+		return etcdSlowDocker{etcdDocker{etcdBackend{s.backend, s}, r, r}, r}
+	}
 	return etcdBackend{s.backend, s}
 }
 
@@ -524,35 +525,40 @@ const (
 	etcdPeerPort   = 2380
 )
 
-// placeContainers places each member in a container (a pod) of its own, called by its peers at its
-// container's address (its peer URL), so raft traffic crosses the containers' interfaces with no
-// proxy of the harness in its way; a path between members is cut by PeerCutter. Clients reach each
-// member's client port through their group's link. The container's own process is sleep (the
-// member is exec'd in it, as the redis nodes are), so the image is the etcd program, sleep and
-// their libraries.
+// placeContainers places each member in a container (a pod) of its own, or on a host of the ssh
+// backend, called by its peers at its container's (host's) address (its peer URL), so raft traffic
+// crosses the containers' (hosts') interfaces with no proxy of the harness in its way; a path
+// between members is cut by PeerCutter. Clients reach each member's client port through their
+// group's link. A container's own process is sleep (the member is exec'd in it, as the redis nodes
+// are), so the image is the etcd program, sleep and their libraries. On a host a member listens on
+// its place's port and the peer port above it (sshRunner.peerPort): a host may hold several.
 func (s *etcdSys) placeContainers(ctx context.Context, b *bed) error {
-	if len(b.programs) < 2 {
+	if b.ssh == nil && len(b.programs) < 2 {
 		return fmt.Errorf("etcd on docker: the containers idle in sleep, and the host has none: install coreutils")
 	}
 	specs := make([]nodeSpec, len(s.nodes))
 	for i, n := range s.nodes {
 		name, nd := n.Name, b.nodeDir(n.Name)
-		specs[i] = nodeSpec{name: name, dir: nd, idle: []string{b.programs[1], "infinity"},
-			port: etcdClientPort, peerPort: etcdPeerPort, data: []string{filepath.Join(nd, "data")},
+		specs[i] = nodeSpec{name: name, dir: nd, port: etcdClientPort, peerPort: etcdPeerPort, data: []string{path.Join(nd, "data")},
 			ready: func(ctx context.Context) error { return s.serves(ctx, name) }, readyLog: etcdReadyLog}
+		if b.ssh != nil {
+			specs[i].port, specs[i].peerPort = b.ssh.place(name).port, b.ssh.peerPort(name)
+		} else {
+			specs[i].idle = []string{b.programs[1], "infinity"}
+		}
 	}
 	if err := b.place(ctx, specs); err != nil {
 		return fmt.Errorf("start etcd%s: %w", b.where(), err)
 	}
 	var initial []string
 	for i, n := range s.nodes {
-		s.peer[n.Name] = b.peerAddr(n.Name, etcdPeerPort)
+		s.peer[n.Name] = b.peerAddr(n.Name, specs[i].peerPort)
 		s.known[n.Name] = s.peer[n.Name]
 		s.nodes[i].Addr = b.t.addrOf(n.Name)
 		initial = append(initial, n.Name+"=http://"+s.peer[n.Name])
 	}
-	for _, n := range s.nodes {
-		args, wiped := s.dockerArgs(s.cfg.Server, b.nodeDir(n.Name), n, strings.Join(initial, ","))
+	for i, n := range s.nodes {
+		args, wiped := s.dockerArgs(b.programs[0], b.nodeDir(n.Name), n, strings.Join(initial, ","), specs[i].port, specs[i].peerPort)
 		b.t.setCmd(n.Name, args, wiped)
 		for _, g := range b.cfg.Groups {
 			if _, err := s.links.Add(g, n.Name, n.Addr); err != nil {
@@ -565,19 +571,19 @@ func (s *etcdSys) placeContainers(ctx context.Context, b *bed) error {
 
 // dockerArgs is a member's command line in its container, and the one it starts with after losing
 // its data (it joins the existing cluster, as on the local backend).
-func (s *etcdSys) dockerArgs(server, nd string, n Node, initial string) (args, wiped []string) {
+func (s *etcdSys) dockerArgs(server, nd string, n Node, initial string, port, peerPort int) (args, wiped []string) {
 	args = []string{server,
 		"--name", n.Name,
-		"--data-dir", filepath.Join(nd, "data"),
-		"--listen-client-urls", "http://0.0.0.0:" + strconv.Itoa(etcdClientPort),
+		"--data-dir", path.Join(nd, "data"),
+		"--listen-client-urls", "http://0.0.0.0:" + strconv.Itoa(port),
 		"--advertise-client-urls", "http://" + n.Addr,
-		"--listen-peer-urls", "http://0.0.0.0:" + strconv.Itoa(etcdPeerPort),
+		"--listen-peer-urls", "http://0.0.0.0:" + strconv.Itoa(peerPort),
 		"--initial-advertise-peer-urls", "http://" + s.peer[n.Name],
 		"--initial-cluster", initial,
 		"--initial-cluster-state", "new",
 		"--initial-cluster-token", "lockpick",
 		"--logger", "zap",
-		"--log-outputs", filepath.Join(nd, "etcd.log"),
+		"--log-outputs", path.Join(nd, "etcd.log"),
 	}
 	wiped = slices.Clone(args)
 	wiped[slices.Index(wiped, "new")] = "existing"

@@ -113,18 +113,21 @@ func openDelayQueue(cfg *netlink.Config, num uint16, delay, jitter time.Duration
 // nfqueue-delay` in the node's holder (whose namespace it is already in): it binds queue num,
 // writes "ready PID" once bound, delays the queue's packets until ctx ends (SIGTERM) or in ends
 // (the lockpick that started it is gone: as on the local Engine, a dead lockpick leaves no path
-// slowed), releases what it holds, and writes its counts as its last line (see parseDelayStats).
+// slowed; a nil in, on an ssh host where the reader runs detached, is never watched), releases
+// what it holds, and writes its counts as its last line (see parseDelayStats).
 func RunDelayQueue(ctx context.Context, in io.Reader, w io.Writer, num uint16, delay, jitter time.Duration) error {
 	q, err := openDelayQueue(&netlink.Config{}, num, delay, jitter)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "ready %d\n", os.Getpid())
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, in)
-		close(gone)
-	}()
+	gone := make(chan struct{}) // never closed without an input to watch (nil)
+	if in != nil {
+		go func() {
+			_, _ = io.Copy(io.Discard, in)
+			close(gone)
+		}()
+	}
 	select {
 	case <-ctx.Done():
 	case <-gone:

@@ -50,6 +50,10 @@ const SSHRuleTag = "lockpick-ssh:"
 // sshFirstPort+k.
 const sshFirstPort = 17001
 
+// SSHPeerPortOffset is how far above its port a node on a host listens for its peers, when its
+// server has a port of its own for them (an etcd member's peer URL).
+const SSHPeerPortOffset = 1000
+
 // SSHConfig is how a system runs on hosts over SSH.
 type SSHConfig struct {
 	// Hosts are the hosts (host or host:port of their sshd); nodes are placed round-robin on them.
@@ -61,6 +65,9 @@ type SSHConfig struct {
 	Fingerprints    []string
 	// Run names the run: its directory on each host, and the comment of its rules.
 	Run string
+	// Lockpick is lockpick's own binary, uploaded to every host to read the packet queues of
+	// slowed paths between servers; empty when the run slows none.
+	Lockpick string
 }
 
 // Dial logs in to one host of c.
@@ -95,7 +102,9 @@ type sshMachine struct {
 	dir     string
 	control string
 	shim    string
-	nodes   int
+	// lockpick is lockpick's binary on the host, when uploaded (SSHConfig.Lockpick).
+	lockpick string
+	nodes    int
 }
 
 // sshRunner runs a run's nodes on its hosts, on the node table.
@@ -108,6 +117,7 @@ type sshRunner struct {
 
 	amu    sync.Mutex
 	placed map[string]sshPlace
+	queues queueNums
 }
 
 // sshPlace is where one node runs: its host and port.
@@ -186,6 +196,12 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 			return nil, err
 		}
 	}
+	if r.cfg.Lockpick != "" {
+		if err := r.uploadLockpick(ctx, m, r.cfg.Lockpick); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -256,6 +272,9 @@ func (r *sshRunner) place(name string) sshPlace {
 	return p
 }
 
+// peerPort is the port a node on a host listens for its peers on, when it has one of its own.
+func (r *sshRunner) peerPort(name string) int { return r.place(name).port + SSHPeerPortOffset }
+
 // nodeDir is a node's directory on its host.
 func (r *sshRunner) nodeDir(name string) string { return path.Join(r.place(name).m.dir, name) }
 
@@ -311,7 +330,8 @@ func (r *sshRunner) close(ctx context.Context) error {
 		nodes = append(nodes, n)
 	}
 	r.mu.Unlock()
-	var errs []error
+	// The readers of slowed paths first: their rules go with them, and their counts are logged.
+	errs := []error{r.unslowAll(ctx)}
 	for _, n := range nodes {
 		if err := n.host.(*sshNode).fetchLogs(ctx); err != nil {
 			r.log.Warn("a node's logs could not be copied", "node", n.spec.name, "err", err)

@@ -22,13 +22,20 @@ func newInternalCmd() *cobra.Command {
 func newNfqueueDelayCmd() *cobra.Command {
 	var queue uint16
 	var delay, jitter time.Duration
+	var untilSignal bool
 	c := &cobra.Command{Use: "nfqueue-delay", Args: cobra.NoArgs,
 		Short: "Hold each packet of an NFQUEUE queue in this network namespace for a delay, until SIGTERM or the end of input",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return systems.RunDelayQueue(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), queue, delay, jitter)
+			in := cmd.InOrStdin()
+			if untilSignal {
+				in = nil
+			}
+			return systems.RunDelayQueue(cmd.Context(), in, cmd.OutOrStdout(), queue, delay, jitter)
 		}}
 	c.Flags().Uint16Var(&queue, "queue", 0, "the NFQUEUE queue number")
 	c.Flags().DurationVar(&delay, "delay", 0, "how long each packet is held")
 	c.Flags().DurationVar(&jitter, "jitter", 0, "plus or minus up to this much, drawn per packet")
+	// A reader on an ssh host runs detached, its input /dev/null: only SIGTERM ends it there.
+	c.Flags().BoolVar(&untilSignal, "until-signal", false, "ignore the input: only SIGTERM ends the reader")
 	return c
 }

@@ -104,7 +104,7 @@ func TestBadInputExits255WithOneLine(t *testing.T) {
 		{"run", "--hosts", "10.0.0.5", "--store", store},
 		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "/nonexistent/key", "--store", store},
 		{"run", "--backend", "ssh", "--hosts", "10.0.0.5,10.0.0.6", "--ssh-key", "main_test.go", "--ssh-fingerprint", "SHA256:x", "--store", store},
-		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "main_test.go", "--lock", "etcd", "--store", store},
+		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "main_test.go", "--lock", "etcd", "--nemesis", "partition:paths=peers", "--store", store},
 		{"run", "--backend", "ssh", "--hosts", "10.0.0.5", "--ssh-key", "main_test.go", "--nemesis", "latency:paths=peers", "--store", store},
 		{"clean", "--backend", "ssh"},
 	}
