@@ -55,14 +55,29 @@ type Culprit struct {
 }
 
 // relOp is an ok release (step 1), kept so that late releases and releases of another's value can
-// be named once the holds are known.
+// be named once the holds are known. There is one per ok release, so it is 40 bytes: the key and
+// value are its hold's, and only a release that named no hold keeps its own (in culprits.foreign).
 type relOp struct {
 	hold      int32 // the released hold, -1 when the release named no hold of its process
+	foreign   int32 // for hold -1, its key and value's place in culprits.foreign
 	process   int
-	key       string
-	value     string
 	inv, comp int64
 	deadline  int64 // the released lease's deadline, renewals included (Never: none)
+}
+
+// relKey and relValue are the key and value the release o acted on.
+func (c *culprits) relKey(p *parsed, o *relOp) string {
+	if o.hold >= 0 {
+		return p.holds[o.hold].key
+	}
+	return c.foreign[o.foreign].key
+}
+
+func (c *culprits) relValue(p *parsed, o *relOp) string {
+	if o.hold >= 0 {
+		return p.holds[o.hold].Value
+	}
+	return c.foreign[o.foreign].value
 }
 
 // late reports whether the release was sent after its own lease had ended.
@@ -95,6 +110,7 @@ type culprits struct {
 	expiry   int64 // the plan's expiry (a watchdog's timeout), 0 when none
 	keys     map[string]*keyTrack
 	releases []relOp
+	foreign  []keyValue // of the releases that named no hold of their process
 	kept     []Culprit
 	// lastInfo is, per process, its latest acquire that timed out (info); priorInfo, per grant
 	// (process, completion), the invoke of such an acquire of the same key before it.
@@ -103,6 +119,9 @@ type culprits struct {
 	// nearExtends counts extends sent in the last tenth of their lease's validity or after it.
 	nearExtends int
 }
+
+// keyValue is a lease's key and value as a release named them.
+type keyValue struct{ key, value string }
 
 // keyTime is an operation's key and invoke time.
 type keyTime struct {
@@ -227,10 +246,13 @@ func (c *culprits) leaseOp(p *parsed, recent []int32, inv, e *history.Event) {
 	if e.Type != history.OK || inv.Depth > 1 {
 		return // a failed release changed nothing; an inner level of a reentrant hold frees nothing
 	}
-	op := relOp{hold: -1, process: e.Process, key: inv.Key, value: inv.Value, inv: inv.Time, comp: e.Time, deadline: Never}
-	if k >= 0 {
+	op := relOp{hold: -1, process: e.Process, inv: inv.Time, comp: e.Time, deadline: Never}
+	if k < 0 {
+		op.foreign = int32(len(c.foreign))
+		c.foreign = append(c.foreign, keyValue{inv.Key, inv.Value})
+	} else {
 		h := &p.holds[recent[k]]
-		op.hold, op.key, op.value, op.deadline = recent[k], h.key, h.Value, h.Deadline
+		op.hold, op.deadline = recent[k], h.Deadline
 		t := c.key(h.key)
 		t.live = slices.DeleteFunc(t.live, func(id int32) bool { return id == recent[k] })
 		t.last, t.reported = len(c.releases), false
@@ -265,7 +287,7 @@ func (c *culprits) refused(p *parsed, t *keyTrack, key string, inv, e *history.E
 	}
 	t.reported = true
 	c.kept = append(c.kept, Culprit{
-		Kind: CulpritKeptKey, Key: key, Process: op.process, F: history.FRelease, Value: op.value,
+		Kind: CulpritKeptKey, Key: key, Process: op.process, F: history.FRelease, Value: c.relValue(p, op),
 		Invoke: op.inv, Completed: op.comp, Deadline: until, Other: e.Process, OtherAt: inv.Time,
 	})
 }
@@ -284,8 +306,9 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 			continue
 		}
 		r.LateReleaseCount++
-		if o := ix.holderDuring(op.key, op.process, op.inv, op.comp); o != nil {
-			u := Culprit{Kind: CulpritLateRelease, Key: op.key, Process: op.process, F: history.FRelease, Value: op.value,
+		key := c.relKey(p, op)
+		if o := ix.holderDuring(key, op.process, op.inv, op.comp); o != nil {
+			u := Culprit{Kind: CulpritLateRelease, Key: key, Process: op.process, F: history.FRelease, Value: c.relValue(p, op),
 				Invoke: op.inv, Completed: op.comp, Deadline: op.deadline, Past: op.inv - op.deadline, Other: o.Process, OtherAt: o.Start}
 			u.Cause = faultsBetween(r.Faults, p.holds[op.hold].Invoke, op.comp)
 			u.Description = fmt.Sprintf("key %s: p%d's release at %s, %s after its lease ended at %s, succeeded while p%d held the key (granted at %s): it probably deleted p%d's key; faults: %s",
@@ -494,7 +517,7 @@ func (c *culprits) remover(p *parsed, first, second *hold) string {
 	j := sort.Search(len(c.releases), func(j int) bool { return c.releases[j].comp > first.Invoke })
 	for ; j < len(c.releases) && c.releases[j].inv < second.Start+int64(60e9); j++ {
 		op := &c.releases[j]
-		if op.key != first.key || op.process == first.Process || op.inv >= second.Start || op.inv <= bestAt {
+		if c.relKey(p, op) != first.key || op.process == first.Process || op.inv >= second.Start || op.inv <= bestAt {
 			continue
 		}
 		var what string
@@ -505,9 +528,9 @@ func (c *culprits) remover(p *parsed, first, second *hold) string {
 		case op.hold < 0:
 			what = fmt.Sprintf("p%d's release at %s, of a lock it did not hold, was accepted and deleted p%d's key %s",
 				op.process, FormatTime(op.inv), first.Process, when(op.comp))
-		case op.value != "" && op.value == first.Value:
+		case c.relValue(p, op) != "" && c.relValue(p, op) == first.Value:
 			what = fmt.Sprintf("p%d's release at %s named value %s, which the lock had granted p%d too: it deleted p%d's key %s",
-				op.process, FormatTime(op.inv), op.value, first.Process, first.Process, when(op.comp))
+				op.process, FormatTime(op.inv), first.Value, first.Process, first.Process, when(op.comp))
 		case op.inv >= first.Start:
 			// Sent once first's grant was complete, an ok release of another value found first's
 			// key on the servers, which a lock that checks the value before deleting refuses.

@@ -132,6 +132,9 @@ func TestReleaseThatKeptTheKey(t *testing.T) {
 	if r.Valid != Valid || len(got) != 1 {
 		t.Fatalf("want valid with one kept key, got %v, %+v", r.Valid, r.Culprits)
 	}
+	if got[0].Value != "a" {
+		t.Errorf("value %q, want the released lease's a", got[0].Value)
+	}
 	want := "p0's release at 0.100s succeeded, yet p3's acquire at 0.200s, before p0's lease would have ended at 1.000s, was refused as held while no other lease could hold the key: the release did not take the lock away from p0"
 	if !strings.Contains(got[0].Description, want) {
 		t.Errorf("description %q\nwant %q", got[0].Description, want)
@@ -250,4 +253,25 @@ func TestViolationNamesAReleaseOfAnotherValue(t *testing.T) {
 	if want := "p4's release at 0.800s, of its own lease, succeeded while p5 held the key (granted at 0.730s) and deleted it 105.0ms before p1 was granted"; got["p5p1"] != want {
 		t.Errorf("p5/p1: culprit %q, want %q (all %v)", got["p5p1"], want, got)
 	}
+}
+
+// A release of a value the lock granted twice, while the other holder held it, is the remover named
+// for the grant after it (the release's value is its hold's: relOp keeps no copy).
+func TestViolationNamesAReleaseOfASharedValue(t *testing.T) {
+	h := planned([]string{"k"}).
+		grant(3, "k", "n1", 0, 10, "v", 1000).
+		grant(7, "k", "n1", 100, 110, "v", 1100).
+		release(3, "k", "v", 200, 205).
+		grant(9, "k", "n1", 300, 310, "w", 1300).
+		release(7, "k", "v", 400, 405).
+		release(9, "k", "w", 500, 505).
+		end(10000, history.OK, "")
+	r := mustCheck(t, h.events())
+	want := "p3's release at 0.200s named value v, which the lock had granted p7 too: it deleted p7's key 105.0ms before p9 was granted"
+	for _, v := range r.Violations {
+		if strings.Contains(v.Culprit, want) {
+			return
+		}
+	}
+	t.Fatalf("no violation names %q:\n%s", want, r.Summary())
 }

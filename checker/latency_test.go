@@ -44,3 +44,37 @@ func TestLatenciesMatchASortedList(t *testing.T) {
 		}
 	}
 }
+
+// Past exactLatencies the percentiles come from a sketch: each within its 1% of the exact
+// nearest-rank one, the count and the maximum exact.
+func TestLatenciesPastTheExactLimitWithinOnePercent(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var l latencies
+	n := exactLatencies + 50000
+	plain := make([]int64, 0, n)
+	for range n {
+		v := 1e5 + rng.Int63n(2e7) // 0.1 to 20 ms
+		if rng.Intn(1000) == 0 {
+			v = 5e9 + rng.Int63n(1e9) // a few past 32 bits
+		}
+		l.add(v)
+		plain = append(plain, v)
+	}
+	if l.sketch == nil || l.short != nil || l.long != nil {
+		t.Fatalf("%d latencies kept exactly, want them in the sketch", n)
+	}
+	slices.Sort(plain)
+	got := latency(&l)
+	if got.Count != n || got.Max != float64(plain[n-1])/1e6 {
+		t.Fatalf("count %d max %v, want %d and %v exactly", got.Count, got.Max, n, float64(plain[n-1])/1e6)
+	}
+	for _, c := range []struct {
+		q   float64
+		got float64
+	}{{0.5, got.P50}, {0.9, got.P90}, {0.99, got.P99}} {
+		want := float64(plain[int(math.Ceil(c.q*float64(n)))-1]) / 1e6
+		if math.Abs(c.got-want) > 0.01*want {
+			t.Errorf("p%v: %v, want within 1%% of %v", c.q*100, c.got, want)
+		}
+	}
+}

@@ -6,6 +6,10 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	ddstore "github.com/DataDog/sketches-go/ddsketch/store"
+
 	"github.com/lockpick-dev/lockpick/history"
 )
 
@@ -154,36 +158,99 @@ func faultSplit(holds []hold, wins []FaultWindow) (in, out int) {
 	return in, out
 }
 
-// latencies are acquire latencies in nanoseconds, one per acquire of the run, kept in half the
-// memory of an []int64 (at the ceiling a 10-minute run completes 17 million acquires): those from 0
-// to 4.29 s, nearly all, in 32 bits, the rest (and any negative one) in 64.
+// latencies are acquire latencies in nanoseconds, one per acquire, kept exactly for the first
+// exactLatencies acquires in half the memory of an []int64: those from 0 to 4.29 s, nearly all, in
+// 32 bits, the rest (and any negative one) in 64. Past that they move into a DDSketch (1% relative
+// error, the one the report's quantile lines use), so a 10-minute run at the ceiling (17 million
+// acquires) keeps a few KiB rather than 68 MiB; the count and the maximum stay exact.
 type latencies struct {
-	short []uint32
-	long  []int64
+	short  []uint32
+	long   []int64
+	sketch *ddsketch.DDSketch // nil while exact
+	n      int
+	max    int64
 }
 
+// exactLatencies is how many acquires' latencies are kept for exact percentiles (8 MiB of them at
+// most, for each of the two lists).
+const exactLatencies = 1 << 21
+
+// latencySketchAccuracy is the sketch's relative error past exactLatencies.
+const latencySketchAccuracy = 0.01
+
 func (l *latencies) add(ns int64) {
-	if ns >= 0 && ns <= math.MaxUint32 {
+	if l.n == 0 || ns > l.max {
+		l.max = ns
+	}
+	l.n++
+	switch {
+	case l.sketch != nil:
+		l.sketch.Add(float64(ns)) //nolint:errcheck // only NaN and infinities fail
+	case ns >= 0 && ns <= math.MaxUint32:
 		l.short = append(l.short, uint32(ns))
-	} else {
+	default:
 		l.long = append(l.long, ns)
+	}
+	if l.sketch == nil && l.n > exactLatencies {
+		l.toSketch()
 	}
 }
 
-// latency returns the latencies' nearest-rank percentiles in milliseconds. It reorders them in
-// place: it selects the four ranks it needs rather than sorting (15 million acquires sorted took a
-// second of the end of a 10-minute run).
+// toSketch moves the exact latencies into a sketch and drops them.
+func (l *latencies) toSketch() {
+	m, err := mapping.NewCubicallyInterpolatedMapping(latencySketchAccuracy)
+	if err != nil {
+		panic(err) // only for an accuracy outside (0, 1)
+	}
+	l.sketch = ddsketch.NewDDSketchFromStoreProvider(m, ddstore.DenseStoreConstructor)
+	for _, ns := range l.short {
+		l.sketch.Add(float64(ns)) //nolint:errcheck // finite
+	}
+	for _, ns := range l.long {
+		l.sketch.Add(float64(ns)) //nolint:errcheck // finite
+	}
+	l.short, l.long = nil, nil
+}
+
+// latency returns the latencies' nearest-rank percentiles in milliseconds: exact while at most
+// exactLatencies were added, past that within the sketch's 1% of the exact ones (the count and the
+// maximum exact). It reorders the exact ones in place: it selects the four ranks it needs rather
+// than sorting (15 million acquires sorted took a second of the end of a 10-minute run).
 func latency(l *latencies) Latency {
-	n := len(l.short) + len(l.long)
+	n := l.n
 	if n == 0 {
 		return Latency{}
 	}
+	rank := func(q float64) int { return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1)) } // nearest rank
+	nth := l.exactRank()
+	if l.sketch != nil {
+		nth = l.sketchRank
+	}
+	ms := func(i int) float64 { return float64(nth(i)) / 1e6 }
+	return Latency{Count: n, P50: ms(rank(0.50)), P90: ms(rank(0.90)), P99: ms(rank(0.99)), Max: float64(l.max) / 1e6}
+}
+
+// sketchRank is the sketch's value at rank i (0-based, increasing): the sketch counts rank r as
+// reached once more than r values are below, so asking for r+0.5 lands on r's own bucket.
+func (l *latencies) sketchRank(i int) int64 {
+	q := 1.0
+	if l.n > 1 {
+		q = min(1, (float64(i)+0.5)/float64(l.n-1))
+	}
+	v, err := l.sketch.GetValueAtQuantile(q)
+	if err != nil {
+		return 0 // only for an empty sketch, which latency never asks
+	}
+	return int64(math.Round(v))
+}
+
+// exactRank returns nth: the latency of rank i (increasing) in the whole: the negative long ones,
+// the short ones, then the rest of the long ones. Ranks must be asked in increasing order.
+func (l *latencies) exactRank() func(i int) int64 {
 	slices.Sort(l.long)                      // few
 	neg, _ := slices.BinarySearch(l.long, 0) // the long ones below every short one
-	// nth is the latency of rank i (increasing) in the whole: the negative long ones, the short
-	// ones, then the rest of the long ones. Ranks must be asked in increasing order.
-	from := 0 // the short ones below from are in their sorted places
-	nth := func(i int) int64 {
+	from := 0                                // the short ones below from are in their sorted places
+	return func(i int) int64 {
 		switch {
 		case i < neg:
 			return l.long[i]
@@ -196,9 +263,6 @@ func latency(l *latencies) Latency {
 			return l.long[i-len(l.short)]
 		}
 	}
-	rank := func(q float64) int { return max(0, min(int(math.Ceil(q*float64(n)))-1, n-1)) } // nearest rank
-	ms := func(i int) float64 { return float64(nth(i)) / 1e6 }
-	return Latency{Count: n, P50: ms(rank(0.50)), P90: ms(rank(0.90)), P99: ms(rank(0.99)), Max: ms(n - 1)}
 }
 
 // selectRank reorders xs so that xs[k] is the value a sort would put there, every value before it

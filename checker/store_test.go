@@ -83,3 +83,17 @@ func TestStreamedCheckNamesLinesPastBlankLines(t *testing.T) {
 		t.Fatalf("want an error naming line 6 and line 4, got %v", err)
 	}
 }
+
+// Streaming keeps every field of the result on random reentrant histories too: re-entries, extends
+// and renewals, lost and unknown releases, crashes and node kills (reentrantHistory), and on random
+// histories with late, foreign and value-less releases, whose ok releases the culprits keep by their
+// hold (relOp).
+func TestStreamedCheckMatchesWholeOnReentrantHistories(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for range 200 {
+		checkStreamed(t, reentrantHistory(rng), Options{})
+	}
+	for range 200 {
+		checkStreamed(t, randomHistory(rng, 2+rng.Intn(5), 1+rng.Intn(3), 30+rng.Intn(120)), Options{})
+	}
+}
