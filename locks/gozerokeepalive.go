@@ -25,7 +25,7 @@ func newGoZeroKeepalive(node Endpoint, o Options) (Locker, error) {
 	return goZeroKeepalive{g.(*goZero)}, nil
 }
 
-// Extend is AcquireCtx on the lease's RedisLock: its id, its SetExpire. The renewed lease promises
+// Extend is AcquireCtx on the lease's RedisLock: its id, SetExpire set to ttl. The renewed lease promises
 // SetExpire's seconds from the send, as Acquire's does.
 func (g goZeroKeepalive) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
 	g.mu.Lock()
@@ -34,6 +34,10 @@ func (g goZeroKeepalive) Extend(ctx context.Context, l *Lease, ttl time.Duration
 	if rl == nil {
 		return nil, fmt.Errorf("%w: this client took no lease %s on %s", ErrLeaseLost, l.Value, l.Key)
 	}
+	if ttl < time.Second || ttl%time.Second != 0 {
+		return nil, fmt.Errorf("go-zero's SetExpire takes whole seconds, not a TTL of %v", ttl)
+	}
+	rl.SetExpire(goZeroSeconds(ttl))
 	start := time.Now()
 	ok, err := rl.AcquireCtx(ctx)
 	switch {
