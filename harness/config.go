@@ -445,15 +445,18 @@ func (c *Config) resolveHold() error {
 		c.ThinkMax = Duration(DefaultThinkMax(c.Clients, c.Keys, time.Duration(c.TTL)))
 	}
 	if c.Workload != "mutex" {
+		// The counter workload's --extend is one renewal between the read and the write.
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--extend", c.Extend}, {"--reentrant", c.Reentrant}} {
+		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--reentrant", c.Reentrant}} {
 			if f.set {
 				return fmt.Errorf("%s applies to the mutex workload; the %s workload holds a lease for one read and one write: drop %s", f.name, c.Workload, f.name)
 			}
 		}
-		return nil
+		if !c.Extend {
+			return nil
+		}
 	}
 	kind, err := c.kind()
 	if err != nil {

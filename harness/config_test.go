@@ -60,6 +60,7 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"extend and careful", func(c *Config) { c.Extend, c.Careful = true, true }, "--extend and --careful together"},
 		{"extend with hold-max", func(c *Config) { c.Extend, c.HoldMax = true, Duration(time.Second) }, "--extend draws work across three validities"},
 		{"extend on a watchdog lock", func(c *Config) { c.Lock, c.Extend = "watchdog", true }, "--extend: --lock watchdog cannot renew a lease on request"},
+		{"counter extend on a watchdog lock", func(c *Config) { c.Workload, c.Lock, c.Extend = "counter", "watchdog", true }, "--extend: --lock watchdog cannot renew a lease on request"},
 		{"extend on the naive lock", func(c *Config) { c.Lock, c.Extend = "setnx-del", true }, "drop --extend"},
 		{"go-zero with a TTL not in whole seconds", func(c *Config) { c.Lock, c.TTL = "go-zero", Duration(1500*time.Millisecond) }, "--lock go-zero takes its TTL in whole seconds"},
 		{"careful on a watchdog lock", func(c *Config) { c.Lock, c.Careful = "r2m", true }, "promises no deadline to check"},

@@ -119,7 +119,7 @@ func Options() []Option {
 		{Name: "careful", Key: "careful", Commands: runMatrix,
 			Help: "mutex holders check their remaining validity and never plan work past their deadline", field: func(c *Config) any { return &c.Careful }},
 		{Name: "extend", Key: "extend", Commands: runMatrix,
-			Help: "mutex holders renew their leases (Extend) for work up to three validities long", field: func(c *Config) any { return &c.Extend }},
+			Help: "mutex holders renew their leases (Extend) for work up to three validities long; counter holders renew once between read and write and write only if that renewal is ok", field: func(c *Config) any { return &c.Extend }},
 		{Name: "stop-at-first", NoKey: "how far to run, not what a scenario tests: given with a file, it applies when the file expects violations and nothing else", Commands: runOnly, WithFile: true,
 			Help: "end the fault phase at the first violation (then heal, recover and check the whole history); with a scenario file, only when the file expects violations and nothing else", field: func(c *Config) any { return &c.StopAtFirst }},
 		{Name: "reentrant", Key: "reentrant", Commands: runOnly,

@@ -483,6 +483,7 @@ func (c *Config) workload(sys *system) interface {
 		return workloads.Counter{
 			Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Seed: c.Seed,
 			ThinkMax: time.Duration(c.ThinkMax), Store: sys.store, Pauses: sys.faults.Pauses, Prefix: c.KeyPrefix,
+			Extend: c.Extend,
 		}
 	}
 	return c.mutex()

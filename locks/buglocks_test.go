@@ -101,3 +101,38 @@ func TestGoZeroNestedReleaseFreesTheOuterHold(t *testing.T) {
 		t.Fatalf("outer release: %v, want lease lost (the key is the second client's)", err)
 	}
 }
+
+// TestRenewalAfterExpiryTakesAFreedKey: a lease that expired while another client held and released
+// the key is renewed by the SET NX renewals (redsync's WithSetNXOnExtend, go-zero's keepalive), and
+// refused by plain redsync, on real redis-servers.
+func TestRenewalAfterExpiryTakesAFreedKey(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		renew bool
+	}{{"redsync-setnx-extend", true}, {"go-zero-keepalive", true}, {"redsync", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			_, eps, _ := cluster(t, 5)
+			ctx := context.Background()
+			a, b := open(t, c.name, eps), open(t, c.name, eps)
+			lease, err := a.Acquire(ctx, "k", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1600 * time.Millisecond) // past the TTL and go-zero's 500 ms tolerance
+			other, err := b.Acquire(ctx, "k", time.Second)
+			if err != nil {
+				t.Fatalf("the expired key was not granted to another client: %v", err)
+			}
+			if err := b.Release(ctx, other); err != nil {
+				t.Fatal(err)
+			}
+			_, err = a.Extend(ctx, lease, time.Second)
+			switch {
+			case c.renew && err != nil:
+				t.Fatalf("the renewal of the expired lease failed (%v): the SET NX renewal should take the freed key", err)
+			case !c.renew && !errors.Is(err, ErrLeaseLost):
+				t.Fatalf("the renewal of the expired lease: want ErrLeaseLost, got %v", err)
+			}
+		})
+	}
+}

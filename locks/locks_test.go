@@ -118,7 +118,11 @@ func TestExtend(t *testing.T) {
 			_, eps, admins := cluster(t, 5)
 			ctx := context.Background()
 			l := open(t, name, eps)
-			lease, err := l.Acquire(ctx, "k", 300*time.Millisecond)
+			ttl := 300 * time.Millisecond
+			if k, _ := Lookup(name); k.WholeSeconds {
+				ttl = time.Second
+			}
+			lease, err := l.Acquire(ctx, "k", ttl)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,10 +24,17 @@ type redsyncLock struct {
 	rs      *redsync.Redsync
 	opts    Options
 	quorum  int
+	// setNX: redsync-setnx-extend, the mutexes take WithSetNXOnExtend (redsync#149): Extend sets the
+	// key again with SET NX PX where it no longer holds the lease's value.
+	setNX bool
 }
 
-func newRedsync(nodes []Endpoint, o Options) (Locker, error) {
-	r := &redsyncLock{nodes: nodes, opts: o, quorum: len(nodes)/2 + 1}
+func newRedsync(nodes []Endpoint, o Options) (Locker, error) { return openRedsync(nodes, o, false) }
+
+func newRedsyncSetNX(nodes []Endpoint, o Options) (Locker, error) { return openRedsync(nodes, o, true) }
+
+func openRedsync(nodes []Endpoint, o Options, setNX bool) (Locker, error) {
+	r := &redsyncLock{nodes: nodes, opts: o, quorum: len(nodes)/2 + 1, setNX: setNX}
 	pools := make([]redsyncredis.Pool, 0, len(nodes))
 	for _, n := range nodes {
 		c := newClient(n, o)
@@ -43,6 +50,9 @@ func (r *redsyncLock) mutex(key string, ttl time.Duration, value string) *redsyn
 	opts := []redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(r.opts.Tries)}
 	if value != "" {
 		opts = append(opts, redsync.WithValue(value))
+	}
+	if r.setNX {
+		opts = append(opts, redsync.WithSetNXOnExtend())
 	}
 	return r.rs.NewMutex(key, opts...)
 }

@@ -108,6 +108,10 @@ func kinds() []Kind {
 		{Name: "py-redis-reacquire", Breaks: "redis-py#4279", System: "redis-masters", Nodes: 1, Program: true, Open: true, NoExtend: true, Build: shipped(python, "python/redis_reacquire.py")},
 		{Name: "bsm-redislock-token", Breaks: "bsm/redislock#71", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislockToken(n[0], o) }},
 		{Name: "go-zero-nested", Breaks: "go-zero#4319", Library: modGoZero, Reentrant: true, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZeroNested(n[0], o) }},
+		// Renewals that take a free key again after the lease ended: a holder stalled past its TTL is
+		// told its lock is still its own (the counter workload with extend shows the lost update).
+		{Name: "redsync-setnx-extend", Library: modRedsync, System: "redis-masters", Nodes: 5, Build: newRedsyncSetNX},
+		{Name: "go-zero-keepalive", Library: modGoZero, System: "redis-masters", Nodes: 1, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZeroKeepalive(n[0], o) }},
 		{Name: "sentinel-wait", System: "redis-sentinel", Build: func(n []Endpoint, o Options) (Locker, error) { return newSentinel(n, o, true, false) }},
 	}
 }

@@ -38,6 +38,10 @@ type Counter struct {
 	Pauses *Pauses
 	// Prefix goes before every key name, as Mutex.Prefix.
 	Prefix string
+	// Extend makes a process renew its lease between its read and its write (after the pause point)
+	// and write only if the renewal is ok: the application's "is the lock still mine?" check before
+	// it commits. A lock that renews a lease which has ended tells a stalled holder yes.
+	Extend bool
 }
 
 // Run drives the processes until ctx is done; each finishes its current lock cycle first.
@@ -76,7 +80,10 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 		}
 
 		// An unknown resource outcome retires the process id, as an unknown lock outcome does.
-		retire := c.update(cl.opCtx, env.Recorder, cl.pid, cl.locker, key, lease.Token)
+		retire, renewed := c.update(cl.opCtx, env.Recorder, cl, lease)
+		if renewed != nil {
+			lease = renewed
+		}
 
 		if err := cl.release(lease, retire); err != nil {
 			return err
@@ -86,8 +93,10 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 	return nil
 }
 
-// update is the read-modify-write under the lease. It reports whether an outcome was unknown.
-func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, lock locks.Locker, key string, token int64) (unknown bool) {
+// update is the read-modify-write under the lease. It reports whether an outcome was unknown, and
+// the lease a renewal before the write gave (nil without one).
+func (c Counter) update(ctx context.Context, rec *history.Recorder, cl *client, lease *locks.Lease) (unknown bool, renewed *locks.Lease) {
+	pid, lock, key, token := cl.pid, cl.locker, lease.Key, lease.Token
 	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRead, Key: key})
 	rctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
 	v, err := c.Store.Read(rctx, key)
@@ -95,13 +104,23 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, loc
 	if err != nil {
 		// A read changes nothing, so a failed one is a definite non-effect.
 		rec.Record(history.Event{Type: history.Fail, Process: pid, F: history.FRead, Key: key, Error: err.Error()})
-		return false
+		return false, nil
 	}
 	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Value: strconv.FormatInt(v, 10)})
 
 	c.Pauses.pointWith(pid, lock)
 	if m, ok := lock.(locks.Mortal); ok && m.Died() != nil {
-		return true // the process died before its write: it writes nothing
+		return true, nil // the process died before its write: it writes nothing
+	}
+	if c.Extend {
+		switch l, typ := cl.extend(lease); typ {
+		case history.OK:
+			renewed = l
+		case history.Info:
+			return true, nil // the lease's state is unknown: the process writes nothing and retires
+		default:
+			return false, nil // the lock is no longer ours: no write
+		}
 	}
 
 	next := strconv.FormatInt(v+1, 10)
@@ -119,7 +138,7 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, pid int, loc
 		unknown = true
 	}
 	rec.Record(ev)
-	return unknown
+	return unknown, renewed
 }
 
 // Pauses lets the client-pause nemesis stop processes, as a stop-the-world garbage collection

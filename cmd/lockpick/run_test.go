@@ -43,7 +43,7 @@ func TestRefusalsNameTheFix(t *testing.T) {
 		{[]string{"matrix", "--nodes", "0"}, "--nodes 0: give a positive value"},
 		{[]string{"matrix", "--locks", "single", "--nodes", "3"}, "--lock single uses one node"},
 		{[]string{"matrix", "--node-timeout", "5s"}, "--node-timeout 5s must be positive and well below --ttl"},
-		{[]string{"matrix", "--workload", "counter", "--extend"}, "--extend applies to the mutex workload"},
+		{[]string{"matrix", "--workload", "counter", "--extend", "--locks", "watchdog"}, "--extend: --lock watchdog cannot renew a lease on request"},
 		{[]string{"run", "--extend", "--careful"}, "--extend and --careful together"},
 		{[]string{"run", "--seeds", "1,x"}, `"x" is not a seed`},
 		{[]string{"run", "--seeds", "1,1"}, "seed 1 is given twice"},
