@@ -42,8 +42,10 @@ const pgBouncerProgram = "/usr/sbin/pgbouncer"
 // pgKeepalives make the server probe an idle client connection after 2 s, every 1 s, and end the
 // session after 2 probes go unanswered: a client whose connection went half-open (its packets
 // dropped, no FIN or RST) loses its session, and its session locks, about 4 s later, where Linux's
-// defaults (7200 s, 75 s, 9) would wait over two hours.
-const pgKeepalives = " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2"
+// defaults (7200 s, 75 s, 9) would wait over two hours. Keepalives only probe an idle connection:
+// one whose reply (a grant) was dropped in flight retransmits instead, for about 15 minutes
+// (tcp_retries2), holding the lock; tcp_user_timeout ends that one after 4 s too.
+const pgKeepalives = " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 -c tcp_user_timeout=4000"
 
 // pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves.
 var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept connections"}
