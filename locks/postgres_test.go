@@ -149,3 +149,45 @@ func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
 		t.Fatal("transaction pooling: no try of 10 was granted the held key")
 	}
 }
+
+// The holder's connection made half-open (packets dropped, no FIN or RST) loses its session lock
+// to the server's keepalive, about 4 s later, with nothing said to the holder; after the heal, the
+// holder's release fails. Needs root (iptables).
+func TestPostgresHalfOpenSessionLosesItsLock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("dropping a connection's packets needs root (iptables)")
+	}
+	sys := postgresSystem(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := openOn(t, sys, "pg-advisory", Options{}), openOn(t, sys, "pg-advisory", Options{})
+	la, err := a.Acquire(ctx, "k", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, heal, err := sys.(systems.SessionEnder).BlackholeSessions(ctx, "pg1")
+	if err != nil || len(pids) != 1 {
+		t.Fatalf("cut %v, %v: want the holder's one backend", pids, err)
+	}
+	defer heal(context.WithoutCancel(ctx))
+	start := time.Now()
+	var lb *Lease
+	for lb == nil && time.Since(start) < 20*time.Second {
+		if lb, err = b.Acquire(ctx, "k", 2*time.Second); err != nil && !IsHeld(err) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lb == nil {
+		t.Fatal("the key was never granted in 20 s after its holder's connection went half-open")
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("granted %v after the cut: sooner than the server's keepalive can end a session", took)
+	}
+	if err := heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, la); err == nil {
+		t.Fatal("the release of a lock whose session the keepalive ended succeeded")
+	}
+}

@@ -76,6 +76,7 @@ func kinds() []Kind {
 		{Name: "client-clock", Does: "moves clients' clocks", Needs: ClientClockShifts, Params: clientClockParams(), build: buildClientClock},
 		{Name: "failover", Does: "takes the primary away so that a replica takes over", Needs: Promotion | NodeProcesses | PeerCuts | Links, Params: failoverParams(), build: buildFailover},
 		{Name: "terminate", Does: "ends the sessions of the clients holding locks on a server (pg_terminate_backend)", Needs: Sessions, Params: terminateParams(), build: buildTerminate},
+		{Name: "halfopen", Does: "drops the packets of the lock holders' connections to a server, no FIN or RST, until the server's keepalive ends their sessions", Needs: Sessions, Params: halfOpenParams(), build: buildHalfOpen},
 		{Name: "netcut", Does: "cuts a server's own network interface", Needs: NetCuts, Params: netcutParams(), build: buildNetCut,
 			Instead: "partition:kind=isolate, which cuts the same paths in the harness's proxies"},
 	}

@@ -39,6 +39,14 @@ const RolePooler Role = "pooler"
 // pgBouncerProgram is Debian's PgBouncer.
 const pgBouncerProgram = "/usr/sbin/pgbouncer"
 
+// pgKeepalives make the server probe an idle client connection after 2 s, every 1 s, and end the
+// session after 2 probes go unanswered: a client whose connection went half-open (its packets
+// dropped, no FIN or RST) loses its session, and its session locks, about 4 s later, where Linux's
+// defaults (7200 s, 75 s, 9) would wait over two hours. Keepalives only probe an idle connection:
+// one whose reply (a grant) was dropped in flight retransmits instead, for about 15 minutes
+// (tcp_retries2), holding the lock; tcp_user_timeout ends that one after 4 s too.
+const pgKeepalives = " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 -c tcp_user_timeout=4000"
+
 // pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves.
 var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept connections"}
 
@@ -141,12 +149,15 @@ type postgresSys struct {
 	backend nodeBackend
 	links   *links.Set
 	nodes   []Node
+	// drops are the packet filter rules of half-open sessions in place, removed by their heal or
+	// by Close.
+	drops *pgDrops
 }
 
 // start initialises a template cluster once (initdb), declares the primary (whose data directory
 // is a copy of the template, made again after a start without data) and starts it.
 func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
-	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout}
+	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout, drops: &pgDrops{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -172,7 +183,7 @@ func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ Sys
 	_, port, _ := net.SplitHostPort(addr)
 	script := "test -d data || cp -a template data; exec " + b.programs[0] + " -D data -p " + port +
 		" -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c shared_buffers=16MB" +
-		" -c max_connections=200 -c log_min_messages=warning -c log_connections=off"
+		" -c max_connections=200 -c log_min_messages=warning -c log_connections=off" + pgKeepalives
 	spec := nodeSpec{name: pgNode, dir: nd, cmd: []string{"/bin/sh", "-c", script}, addr: addr, reserved: ports[0],
 		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog,
 		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
@@ -377,7 +388,7 @@ func (s *postgresSys) Ping(ctx context.Context, node string) error {
 // Close implements System.
 func (s *postgresSys) Close() error {
 	s.links.Close()
-	return s.backend.Close()
+	return errors.Join(s.drops.removeAll(context.Background()), s.backend.Close())
 }
 
 // PostgresAdmin opens the harness's own connection to the server at addr (its own address, past
@@ -395,6 +406,11 @@ type SessionEnder interface {
 	// EndSessions ends, on node, the sessions of the clients that hold a lock (an advisory lock),
 	// or, when none does, every client session; it returns the process ids of the sessions ended.
 	EndSessions(ctx context.Context, node string) ([]int, error)
+	// BlackholeSessions drops, below every proxy of the harness, every packet both ways of the
+	// connections of the same sessions EndSessions would end, with no FIN or RST: the sessions'
+	// connections go half-open. It returns the sessions' process ids and the heal that removes the
+	// drop.
+	BlackholeSessions(ctx context.Context, node string) ([]int, func(context.Context) error, error)
 }
 
 // pgSessionTargets lists the backends that hold advisory locks, or, when none does, every other
@@ -409,14 +425,15 @@ UNION ALL
 SELECT pid FROM pg_stat_activity
 WHERE backend_type = 'client backend' AND application_name <> 'lockpick-admin' AND NOT EXISTS (SELECT 1 FROM holders)`
 
+// pgSessionPorts are pgSessionTargets' process ids with the client port of each session's
+// connection (the port of the link's connection to the server).
+const pgSessionPorts = `SELECT pid, client_port FROM pg_stat_activity WHERE client_port IS NOT NULL AND pid IN (` + pgSessionTargets + `)`
+
 // EndSessions implements SessionEnder, over the primary's own address.
 func (s *postgresSys) EndSessions(ctx context.Context, node string) ([]int, error) {
-	if node != pgNode {
-		return nil, fmt.Errorf("no node %q", node)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := PostgresAdmin(ctx, s.nodes[0].Addr)
+	c, err := s.admin(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -440,4 +457,43 @@ func (s *postgresSys) EndSessions(ctx context.Context, node string) ([]int, erro
 		}
 	}
 	return ended, nil
+}
+
+// admin opens the harness's own connection to node, which must be the primary.
+func (s *postgresSys) admin(ctx context.Context, node string) (*pgx.Conn, error) {
+	if node != pgNode {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	return PostgresAdmin(ctx, s.nodes[0].Addr)
+}
+
+// BlackholeSessions implements SessionEnder: the server's end of each chosen session's connection
+// is known by its ports (the server's, and the client port pg_stat_activity gives), so packet
+// filter rules on the loopback interface drop that one connection's packets and no other's.
+func (s *postgresSys) BlackholeSessions(ctx context.Context, node string) ([]int, func(context.Context) error, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := s.admin(ctx, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	rows, err := c.Query(ctx, pgSessionPorts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	type session struct{ Pid, ClientPort int32 }
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[session])
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sessions on %s: %w", node, err)
+	}
+	_, port, _ := net.SplitHostPort(s.nodes[0].Addr)
+	var pids []int
+	var rules [][]string
+	for _, f := range found {
+		pids = append(pids, int(f.Pid))
+		rules = append(rules, pgDropRules(port, strconv.Itoa(int(f.ClientPort)))...)
+	}
+	heal, err := s.drops.add(ctx, rules)
+	return pids, heal, err
 }

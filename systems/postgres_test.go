@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // pgTestDir is a temporary directory the postgres user can reach: t.TempDir and its parent are
@@ -102,5 +104,52 @@ func TestPostgresKillRestartWipePause(t *testing.T) {
 	}
 	if err := sys.Ping(ctx, pgNode); err != nil {
 		t.Fatalf("after continue: %v", err)
+	}
+}
+
+// TestPostgresClockShimMovesNow: the lease table's expiry is the server's now(), so a clock fault on
+// the postgres node must move now() in every backend: one forked before the jump (a client's open
+// session) as well as one forked after it.
+func TestPostgresClockShimMovesNow(t *testing.T) {
+	if _, err := FindPostgres(""); err != nil {
+		t.Skipf("postgres tests skipped: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	shim, err := BuildClockShim(ctx, t.TempDir())
+	if err != nil {
+		t.Skip(err)
+	}
+	sys, err := Start(ctx, "postgres", Config{Dir: pgTestDir(t), Groups: []string{"c1"}, ClockShim: shim,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	addr := sys.Nodes()[0].Addr
+	before, err := PostgresAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close(ctx)
+	const jump = time.Hour
+	if err := sys.Backend().SetClockOffset(pgNode, jump); err != nil {
+		t.Fatal(err)
+	}
+	after, err := PostgresAdmin(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close(ctx)
+	for name, c := range map[string]interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}{"a backend forked before the jump": before, "a backend forked after it": after} {
+		var now time.Time
+		if err := c.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if ahead := time.Until(now); ahead < jump-time.Minute || ahead > jump+time.Minute {
+			t.Errorf("%s: now() is %v ahead of the harness's clock, want about %v", name, ahead.Round(time.Second), jump)
+		}
 	}
 }
