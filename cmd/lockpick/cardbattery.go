@@ -251,8 +251,11 @@ func faultRows(t traits) []cardRow {
 	}
 	for i := range rows {
 		rows[i].group = groupLock
-		if rows[i].id == "restart" && t.system == "etcd" {
-			rows[i].what = "a member restarted at once, just after a grant (etcd keeps its data)"
+		if rows[i].id == "node-pause" && electsLeader(t.system) {
+			rows[i].what = "the leader paused (SIGSTOP) below, around and past the TTL"
+		}
+		if rows[i].id == "restart" && !strings.HasPrefix(t.system, "redis") {
+			rows[i].what = fmt.Sprintf("a node restarted at once, just after a grant (%s keeps its data)", t.system)
 		}
 		if rows[i].id == "partition-minority" && t.nodes < 3 {
 			rows[i].skip = fmt.Sprintf("%d data node(s): no minority to cut", t.nodes)
@@ -264,25 +267,33 @@ func faultRows(t traits) []cardRow {
 	return append(rows, systemRows(t)...)
 }
 
-// pauseTarget is the nodes a node-pause row stops: the holder's majority, or etcd's leader.
+// electsLeader says whether the system's members elect a leader that orders every write (etcd's
+// raft, ZooKeeper's Zab): its lease probe names every member as a holder, so the fault that
+// matters falls on the leader, not on a majority chosen at random (which only stops the quorum).
+func electsLeader(system string) bool {
+	return system == "etcd" || system == "zookeeper"
+}
+
+// pauseTarget is the nodes a node-pause row stops: the holder's majority, or the leader.
 func pauseTarget(t traits) string {
-	if t.system == "etcd" {
+	if electsLeader(t.system) {
 		return "leader"
 	}
 	return "holder-majority"
 }
 
-// systemRows are the fault rows of one system: Sentinel's failover, etcd's leader.
+// systemRows are the fault rows of one system: Sentinel's failover, the leader of etcd and
+// ZooKeeper.
 func systemRows(t traits) []cardRow {
 	var rows []cardRow
-	switch t.system {
-	case "redis-sentinel":
+	switch {
+	case t.system == "redis-sentinel":
 		// The first holder must outlive the promotion (about 2.5 s after the kill): TTL 10 s.
 		rows = append(rows, cardRow{id: "failover", what: "the primary killed after a grant it had not replicated; a replica promoted", shape: func(c *harness.Config) {
 			faulty(c, "failover:kind=kill:wait=10s:down=4s:interval=5s")
 			c.TTL, c.HoldMax, c.TimeLimit, c.Recovery = harness.Duration(10*time.Second), harness.Duration(9500*time.Millisecond), harness.Duration(40*time.Second), harness.Duration(5*time.Second)
 		}})
-	case "etcd":
+	case electsLeader(t.system):
 		rows = append(rows,
 			cardRow{id: "leader-kill", what: "the leader killed and kept down 5 s, then started with its data", shape: func(c *harness.Config) {
 				faulty(c, "restart-delayed:target=leader:delay=5s:interval=8s")
