@@ -21,6 +21,9 @@ const (
 	PartClientMinority = "client-minority"
 	// PartClientMajority cuts one client group from a majority of the nodes.
 	PartClientMajority = "client-majority"
+	// PartClientAll cuts one client group from every node: on a system whose members forward to
+	// the leader, a group cut from a majority still reaches the quorum through the rest.
+	PartClientAll = "client-all"
 	// PartBridge gives two sets of groups overlapping majorities: with five nodes one side sees n1..n3,
 	// the other n3..n5 (after a random relabelling). With one group, the group sees a bare majority.
 	PartBridge = "bridge"
@@ -60,7 +63,7 @@ func peerCuts(nodes, all []string) Cuts {
 
 // PartitionKinds lists the partition kinds.
 func PartitionKinds() []string {
-	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartBridge, PartHalves}
+	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartClientAll, PartBridge, PartHalves}
 }
 
 // Partition modes: what a cut path does to traffic.
@@ -143,7 +146,8 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	// name that does not is an error.
 	var kinds []string
 	for _, k := range PartitionKinds() {
-		if len(env.Nodes) >= partitionMinNodes(k) {
+		// client-all only when asked for: the default draws stay what they were.
+		if k != PartClientAll && len(env.Nodes) >= partitionMinNodes(k) {
 			kinds = append(kinds, k)
 		}
 	}
@@ -205,8 +209,8 @@ func (n *Partition) checkHolderGroup() error {
 		return nil
 	}
 	for _, k := range n.Kinds {
-		if k != PartClientMinority && k != PartClientMajority {
-			return fmt.Errorf("group=holder needs kind=%s or kind=%s (kind=%s cuts no one group): set kind", PartClientMajority, PartClientMinority, k)
+		if k != PartClientMinority && k != PartClientMajority && k != PartClientAll {
+			return fmt.Errorf("group=holder needs kind=%s, %s or %s (kind=%s cuts no one group): set kind", PartClientMajority, PartClientMinority, PartClientAll, k)
 		}
 	}
 	return nil
@@ -273,6 +277,8 @@ func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
 		cuts[group()] = PickNodes(rng, n.Nodes, TargetMinority)
 	case PartClientMajority:
 		cuts[group()] = PickNodes(rng, n.Nodes, TargetMajority)
+	case PartClientAll:
+		cuts[group()] = slices.Clone(n.Nodes)
 	case PartBridge:
 		perm := rng.Perm(len(n.Nodes))
 		q := len(n.Nodes)/2 + 1
@@ -381,7 +387,7 @@ func (n *Partition) keepCut(ctx context.Context) error {
 }
 
 // resolveNodes are the nodes a fault starting now cuts: those with the role Target names, or a
-// minority or majority drawn by the kind.
+// minority, a majority or every node, by the kind.
 func (n *Partition) resolveNodes() []string {
 	if n.Target != "" {
 		return RoleNodes(n.env, n.Target)
@@ -390,8 +396,11 @@ func (n *Partition) resolveNodes() []string {
 		n.rng = rand.New(rand.NewPCG(1, 2))
 	}
 	kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
-	if kind == PartClientMinority {
+	switch kind {
+	case PartClientMinority:
 		return PickNodes(n.rng, n.Nodes, TargetMinority)
+	case PartClientAll:
+		return slices.Clone(n.Nodes)
 	}
 	return PickNodes(n.rng, n.Nodes, TargetMajority)
 }

@@ -127,6 +127,10 @@ func TestPartitionKinds(t *testing.T) {
 					if kind == PartClientMinority && len(cuts.Nodes()) > 2 {
 						t.Fatal(desc)
 					}
+				case PartClientAll:
+					if len(cuts) != 1 || len(cuts.Nodes()) != 5 {
+						t.Fatal(desc)
+					}
 				case PartBridge:
 					if len(groups) == 1 {
 						if len(seen["c1"]) != 3 {
@@ -192,7 +196,7 @@ func TestPartitionDrawsEveryKind(t *testing.T) {
 func TestPartitionParamErrors(t *testing.T) {
 	env := netEnv(fiveNodes, []string{"c1", "c2"})
 	for text, want := range map[string]string{
-		"partition:kind=split":          "use one or more of isolate, client-minority, client-majority, bridge, halves",
+		"partition:kind=split":          "use one or more of isolate, client-minority, client-majority, client-all, bridge, halves",
 		"partition:mode=slow":           "use one of drop, reset, lose-reply",
 		"partition:group=c9":            "use one of c1, c2",
 		"partition:duration=0s":         "duration must be positive",
@@ -302,6 +306,18 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 				t.Fatalf("after the heal: %v", err)
 			}
 		})
+	}
+}
+
+// client-all cuts the holder's group from every member (a quorum system's client reaches the
+// leader through any member it still sees), and is drawn only when asked for.
+func TestPartitionClientAll(t *testing.T) {
+	n := build(t, "partition:group=holder:kind=client-all", netEnv(fiveNodes, []string{"c1", "c2"})).(*Partition)
+	if got := n.resolveNodes(); !reflect.DeepEqual(got, fiveNodes) {
+		t.Fatalf("client-all of the holder's group cuts %v, want %v", got, fiveNodes)
+	}
+	if d := build(t, "partition", netEnv(fiveNodes, []string{"c1"})).(*Partition); slices.Contains(d.Kinds, PartClientAll) {
+		t.Fatalf("the default kinds %v draw client-all", d.Kinds)
 	}
 }
 

@@ -99,6 +99,10 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 		}
 	}
 
+	if n := zk["partition-holder"].config(cardBase(harness.Config{Lock: "go-zk"})).Nemesis; !strings.Contains(n, "kind=client-all") {
+		t.Errorf("go-zk's partition-holder: %s, want the holder's group cut from every member", n)
+	}
+
 	pg := battery(t, harness.Config{Lock: "pg-advisory"})
 	expectRows(t, "pg-advisory", pg, []string{"drift", "clock-forward", "counter-cas"}, []string{"partition-minority", "restart-aof-always"})
 	if _, ok := pg["leader-kill"]; ok {

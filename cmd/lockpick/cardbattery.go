@@ -228,7 +228,7 @@ func faultRows(t traits) []cardRow {
 			faulty(c, "partition:kind=client-majority:mode=drop")
 		}},
 		{id: "partition-holder", what: "the holder's client group cut off while it holds (holds up to four TTLs)", shape: func(c *harness.Config) {
-			faulty(c, fmt.Sprintf("partition:kind=client-majority:group=holder:mode=drop:duration=%v:interval=%v", 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
+			faulty(c, fmt.Sprintf("partition:kind=%s:group=holder:mode=drop:duration=%v:interval=%v", holderCut(t), 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
 			c.ClientGroups, c.HoldMax, c.TimeLimit = 2, 4*c.TTL, harness.Duration(20*time.Second)
 		}},
 		{id: "node-pause", what: "the holder's nodes paused (SIGSTOP) below, around and past the TTL", shape: func(c *harness.Config) {
@@ -272,6 +272,16 @@ func faultRows(t traits) []cardRow {
 // matters falls on the leader, not on a majority chosen at random (which only stops the quorum).
 func electsLeader(system string) bool {
 	return system == "etcd" || system == "zookeeper"
+}
+
+// holderCut is the partition kind that cuts the holder's group off: from a majority of independent
+// nodes (the lease is lost there), from every member of a system with a leader, whose members
+// forward to the leader, so that a group cut from a majority still reaches the quorum.
+func holderCut(t traits) string {
+	if electsLeader(t.system) {
+		return "client-all"
+	}
+	return "client-majority"
 }
 
 // pauseTarget is the nodes a node-pause row stops: the holder's majority, or the leader.
