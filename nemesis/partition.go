@@ -77,6 +77,11 @@ const (
 	// ModeLoseReply: requests are delivered and the replies lost, so the client cannot know whether
 	// its write landed. A timeout toxic on the downstream (node to client) only.
 	ModeLoseReply = "lose-reply"
+	// ModeStall: nothing gets through either way, and what was held back is delivered at the heal,
+	// as TCP lives through a partition (links.Stall): no connection is closed. The timeout toxic of
+	// drop closes every connection it held when removed, which ends the sessions of a system whose
+	// session is the connection (PostgreSQL's advisory locks) at the heal.
+	ModeStall = "stall"
 )
 
 // partitionMinNodes is the least cluster in which a kind cuts anything a client can notice.
@@ -91,7 +96,7 @@ func partitionMinNodes(kind string) int {
 }
 
 // PartitionModes lists the partition modes.
-func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply} }
+func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply, ModeStall} }
 
 // Partition cuts paths between client groups and nodes with toxics on their links. Each fault is
 // one operation "cut c1/n4,n5 c2/n1,n2" (group/nodes it is cut from) whose Nodes are every node cut,
@@ -165,7 +170,11 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	if n.Peers {
 		// The paths between servers: links on the local backend, the servers' own interfaces where
 		// the backend offers that.
-		n.toxics = serverPaths(env, n.Mode)
+		mode := n.Mode
+		if mode == ModeStall {
+			mode = ModeDrop // on a real interface a dropped path is a stall (peerpaths.go)
+		}
+		n.toxics = serverPaths(env, mode)
 	}
 	if n.Target != "" {
 		if err := CheckTarget(env, n.Target); err != nil {
@@ -440,6 +449,8 @@ func partitionToxics(mode string) []links.Toxic {
 		}
 	case ModeLoseReply:
 		return []links.Toxic{cut("downstream")}
+	case ModeStall:
+		return links.Stall("partition")
 	default:
 		return []links.Toxic{cut("upstream"), cut("downstream")}
 	}

@@ -1,9 +1,11 @@
 package nemesis
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -283,6 +285,10 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 					if took > timeout/2 || landed || errors.Is(err, context.DeadlineExceeded) {
 						t.Fatalf("%s connection: failed after %v (%v), landed %v; want an immediate reset and nothing delivered", name, took, err, landed)
 					}
+				case ModeStall:
+					if took < timeout*3/4 || landed {
+						t.Fatalf("%s connection: failed after %v, landed %v; want a hang until the timeout and nothing delivered yet", name, took, landed)
+					}
 				case ModeLoseReply:
 					// go-redis greets every new connection with HELLO and waits for the reply, which is
 					// lost: only writes on connections opened before the cut land.
@@ -327,4 +333,55 @@ func TestPartitionDefaultKindsFitTheCluster(t *testing.T) {
 	if want := []string{PartIsolate, PartClientMinority, PartClientMajority}; !reflect.DeepEqual(n.Kinds, want) {
 		t.Fatalf("kinds %v, want %v", n.Kinds, want)
 	}
+}
+
+// A stall keeps the connection it held, as TCP does through a partition: a request sent during the
+// cut is answered after the heal on the same connection (the timeout toxic of drop closes it).
+func TestPartitionStallKeepsConnections(t *testing.T) {
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	node := c.Nodes()[0]
+	set := links.New()
+	defer set.Close()
+	l, err := set.Add("c1", node.Name, node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := netEnv([]string{node.Name}, []string{"c1"})
+	env.Links = set
+	conn, err := net.DialTimeout("tcp", l.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	ping := func(want bool) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := r.ReadString('\n')
+		if got := err == nil && line == "+PONG\r\n"; got != want {
+			t.Fatalf("reply %q (%v), want an answer: %v", line, err, want)
+		}
+	}
+	fmt.Fprint(conn, "PING\r\n")
+	ping(true)
+	ctx := context.Background()
+	n := build(t, "partition:kind=isolate:mode=stall", env)
+	if err := n.Apply(ctx, Op{F: "cut c1/" + node.Name, Nodes: []string{node.Name}, Effect: history.EffectFault}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(conn, "PING\r\n")
+	conn.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("an answer crossed the stall: %q", line)
+	}
+	for _, h := range n.Healing() {
+		if err := n.Apply(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ping(true)
 }

@@ -111,6 +111,14 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 	if n := pg["node-pause"].config(cardBase(harness.Config{Lock: "pg-advisory"})).Nemesis; n != "pause:target=holder-majority" {
 		t.Errorf("pg-advisory's node-pause: %s", n)
 	}
+	for _, id := range []string{"partition-majority", "partition-holder"} {
+		if n := pg[id].config(cardBase(harness.Config{Lock: "pg-advisory"})).Nemesis; !strings.Contains(n, "mode=stall") {
+			t.Errorf("pg-advisory's %s: %s, want a stall (a drop's heal closes the session)", id, n)
+		}
+	}
+	if n := single["partition-majority"].config(cardBase(harness.Config{Lock: "single"})).Nemesis; !strings.Contains(n, "mode=drop") {
+		t.Errorf("single's partition-majority: %s", n)
+	}
 	if !strings.Contains(pg["restart"].what, "postgres keeps its data") {
 		t.Errorf("pg-advisory's restart says: %q", pg["restart"].what)
 	}

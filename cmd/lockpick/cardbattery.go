@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Row groups of a card. Only the lock's own rows decide its exit code.
@@ -81,7 +82,7 @@ func batteryFor(base harness.Config) ([]cardRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL)}
+	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System)}
 	rows := append(edgeRows(t), faultRows(t)...)
 	rows = append(rows, resourceRows(t)...)
 	for i := range rows {
@@ -102,6 +103,24 @@ type traits struct {
 	system string
 	nodes  int // data nodes
 	ttl    time.Duration
+	// sessions: a client's session is its connection (PostgreSQL), so a partition must stall the
+	// connection as TCP does, not close it at the heal (partition mode drop), or the heal ends the
+	// session and every lock it held, which no real partition of seconds does.
+	sessions bool
+}
+
+// sessionsOf says whether the system's sessions are its clients' connections.
+func sessionsOf(system string) bool {
+	t, err := systems.Lookup(system)
+	return err == nil && t.Traits().Sessions
+}
+
+// cutMode is the partition mode of the card's partition rows.
+func cutMode(t traits) string {
+	if t.sessions {
+		return "stall"
+	}
+	return "drop"
 }
 
 // config is the row's run: base changed by the row.
@@ -222,13 +241,13 @@ func faultRows(t traits) []cardRow {
 		{id: "restart-delayed", what: "a node killed just after a grant and kept down 1.5 TTLs before it starts empty", remedies: "restart",
 			remedy: "restart a node no sooner than a TTL after it stopped", shape: func(c *harness.Config) { faulty(c, "restart-delayed:at=grant") }},
 		{id: "partition-minority", what: "the clients cut from a minority of the nodes (packets dropped)", shape: func(c *harness.Config) {
-			faulty(c, "partition:kind=client-minority:mode=drop")
+			faulty(c, "partition:kind=client-minority:mode="+cutMode(t))
 		}},
 		{id: "partition-majority", what: "the clients cut from a majority of the nodes (from the node, with one)", shape: func(c *harness.Config) {
-			faulty(c, "partition:kind=client-majority:mode=drop")
+			faulty(c, "partition:kind=client-majority:mode="+cutMode(t))
 		}},
 		{id: "partition-holder", what: "the holder's client group cut off while it holds (holds up to four TTLs)", shape: func(c *harness.Config) {
-			faulty(c, fmt.Sprintf("partition:kind=%s:group=holder:mode=drop:duration=%v:interval=%v", holderCut(t), 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
+			faulty(c, fmt.Sprintf("partition:kind=%s:group=holder:mode=%s:duration=%v:interval=%v", holderCut(t), cutMode(t), 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
 			c.ClientGroups, c.HoldMax, c.TimeLimit = 2, 4*c.TTL, harness.Duration(20*time.Second)
 		}},
 		{id: "node-pause", what: "the holder's nodes paused (SIGSTOP) below, around and past the TTL", shape: func(c *harness.Config) {
