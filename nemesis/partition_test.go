@@ -338,20 +338,7 @@ func TestPartitionDefaultKindsFitTheCluster(t *testing.T) {
 // A stall keeps the connection it held, as TCP does through a partition: a request sent during the
 // cut is answered after the heal on the same connection (the timeout toxic of drop closes it).
 func TestPartitionStallKeepsConnections(t *testing.T) {
-	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	node := c.Nodes()[0]
-	set := links.New()
-	defer set.Close()
-	l, err := set.Add("c1", node.Name, node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := netEnv([]string{node.Name}, []string{"c1"})
-	env.Links = set
+	node, l, env := redisBehindLink(t)
 	conn, err := net.DialTimeout("tcp", l.Addr, time.Second)
 	if err != nil {
 		t.Fatal(err)
