@@ -21,6 +21,9 @@ const (
 	PartClientMinority = "client-minority"
 	// PartClientMajority cuts one client group from a majority of the nodes.
 	PartClientMajority = "client-majority"
+	// PartClientAll cuts one client group from every node: on a system whose members forward to
+	// the leader, a group cut from a majority still reaches the quorum through the rest.
+	PartClientAll = "client-all"
 	// PartBridge gives two sets of groups overlapping majorities: with five nodes one side sees n1..n3,
 	// the other n3..n5 (after a random relabelling). With one group, the group sees a bare majority.
 	PartBridge = "bridge"
@@ -60,7 +63,7 @@ func peerCuts(nodes, all []string) Cuts {
 
 // PartitionKinds lists the partition kinds.
 func PartitionKinds() []string {
-	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartBridge, PartHalves}
+	return []string{PartIsolate, PartClientMinority, PartClientMajority, PartClientAll, PartBridge, PartHalves}
 }
 
 // Partition modes: what a cut path does to traffic.
@@ -74,6 +77,11 @@ const (
 	// ModeLoseReply: requests are delivered and the replies lost, so the client cannot know whether
 	// its write landed. A timeout toxic on the downstream (node to client) only.
 	ModeLoseReply = "lose-reply"
+	// ModeStall: nothing gets through either way, and what was held back is delivered at the heal,
+	// as TCP lives through a partition (links.Stall): no connection is closed. The timeout toxic of
+	// drop closes every connection it held when removed, which ends the sessions of a system whose
+	// session is the connection (PostgreSQL's advisory locks) at the heal.
+	ModeStall = "stall"
 )
 
 // partitionMinNodes is the least cluster in which a kind cuts anything a client can notice.
@@ -88,7 +96,7 @@ func partitionMinNodes(kind string) int {
 }
 
 // PartitionModes lists the partition modes.
-func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply} }
+func PartitionModes() []string { return []string{ModeDrop, ModeReset, ModeLoseReply, ModeStall} }
 
 // Partition cuts paths between client groups and nodes with toxics on their links. Each fault is
 // one operation "cut c1/n4,n5 c2/n1,n2" (group/nodes it is cut from) whose Nodes are every node cut,
@@ -143,7 +151,8 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	// name that does not is an error.
 	var kinds []string
 	for _, k := range PartitionKinds() {
-		if len(env.Nodes) >= partitionMinNodes(k) {
+		// client-all only when asked for: the default draws stay what they were.
+		if k != PartClientAll && len(env.Nodes) >= partitionMinNodes(k) {
 			kinds = append(kinds, k)
 		}
 	}
@@ -161,7 +170,11 @@ func buildPartition(env Env, p *Params) (Nemesis, error) {
 	if n.Peers {
 		// The paths between servers: links on the local backend, the servers' own interfaces where
 		// the backend offers that.
-		n.toxics = serverPaths(env, n.Mode)
+		mode := n.Mode
+		if mode == ModeStall {
+			mode = ModeDrop // on a real interface a dropped path is a stall (peerpaths.go)
+		}
+		n.toxics = serverPaths(env, mode)
 	}
 	if n.Target != "" {
 		if err := CheckTarget(env, n.Target); err != nil {
@@ -205,8 +218,8 @@ func (n *Partition) checkHolderGroup() error {
 		return nil
 	}
 	for _, k := range n.Kinds {
-		if k != PartClientMinority && k != PartClientMajority {
-			return fmt.Errorf("group=holder needs kind=%s or kind=%s (kind=%s cuts no one group): set kind", PartClientMajority, PartClientMinority, k)
+		if k != PartClientMinority && k != PartClientMajority && k != PartClientAll {
+			return fmt.Errorf("group=holder needs kind=%s, %s or %s (kind=%s cuts no one group): set kind", PartClientMajority, PartClientMinority, PartClientAll, k)
 		}
 	}
 	return nil
@@ -273,6 +286,8 @@ func (n *Partition) draw(rng *rand.Rand, kind string) Cuts {
 		cuts[group()] = PickNodes(rng, n.Nodes, TargetMinority)
 	case PartClientMajority:
 		cuts[group()] = PickNodes(rng, n.Nodes, TargetMajority)
+	case PartClientAll:
+		cuts[group()] = slices.Clone(n.Nodes)
 	case PartBridge:
 		perm := rng.Perm(len(n.Nodes))
 		q := len(n.Nodes)/2 + 1
@@ -381,7 +396,7 @@ func (n *Partition) keepCut(ctx context.Context) error {
 }
 
 // resolveNodes are the nodes a fault starting now cuts: those with the role Target names, or a
-// minority or majority drawn by the kind.
+// minority, a majority or every node, by the kind.
 func (n *Partition) resolveNodes() []string {
 	if n.Target != "" {
 		return RoleNodes(n.env, n.Target)
@@ -390,8 +405,11 @@ func (n *Partition) resolveNodes() []string {
 		n.rng = rand.New(rand.NewPCG(1, 2))
 	}
 	kind := n.Kinds[n.rng.IntN(len(n.Kinds))]
-	if kind == PartClientMinority {
+	switch kind {
+	case PartClientMinority:
 		return PickNodes(n.rng, n.Nodes, TargetMinority)
+	case PartClientAll:
+		return slices.Clone(n.Nodes)
 	}
 	return PickNodes(n.rng, n.Nodes, TargetMajority)
 }
@@ -431,6 +449,8 @@ func partitionToxics(mode string) []links.Toxic {
 		}
 	case ModeLoseReply:
 		return []links.Toxic{cut("downstream")}
+	case ModeStall:
+		return links.Stall("partition")
 	default:
 		return []links.Toxic{cut("upstream"), cut("downstream")}
 	}

@@ -1,9 +1,11 @@
 package nemesis
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -127,6 +129,10 @@ func TestPartitionKinds(t *testing.T) {
 					if kind == PartClientMinority && len(cuts.Nodes()) > 2 {
 						t.Fatal(desc)
 					}
+				case PartClientAll:
+					if len(cuts) != 1 || len(cuts.Nodes()) != 5 {
+						t.Fatal(desc)
+					}
 				case PartBridge:
 					if len(groups) == 1 {
 						if len(seen["c1"]) != 3 {
@@ -192,7 +198,7 @@ func TestPartitionDrawsEveryKind(t *testing.T) {
 func TestPartitionParamErrors(t *testing.T) {
 	env := netEnv(fiveNodes, []string{"c1", "c2"})
 	for text, want := range map[string]string{
-		"partition:kind=split":          "use one or more of isolate, client-minority, client-majority, bridge, halves",
+		"partition:kind=split":          "use one or more of isolate, client-minority, client-majority, client-all, bridge, halves",
 		"partition:mode=slow":           "use one of drop, reset, lose-reply",
 		"partition:group=c9":            "use one of c1, c2",
 		"partition:duration=0s":         "duration must be positive",
@@ -279,6 +285,10 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 					if took > timeout/2 || landed || errors.Is(err, context.DeadlineExceeded) {
 						t.Fatalf("%s connection: failed after %v (%v), landed %v; want an immediate reset and nothing delivered", name, took, err, landed)
 					}
+				case ModeStall:
+					if took < timeout*3/4 || landed {
+						t.Fatalf("%s connection: failed after %v, landed %v; want a hang until the timeout and nothing delivered yet", name, took, landed)
+					}
 				case ModeLoseReply:
 					// go-redis greets every new connection with HELLO and waits for the reply, which is
 					// lost: only writes on connections opened before the cut land.
@@ -305,10 +315,60 @@ func TestPartitionModesOnRealLinks(t *testing.T) {
 	}
 }
 
+// client-all cuts the holder's group from every member (a quorum system's client reaches the
+// leader through any member it still sees), and is drawn only when asked for.
+func TestPartitionClientAll(t *testing.T) {
+	n := build(t, "partition:group=holder:kind=client-all", netEnv(fiveNodes, []string{"c1", "c2"})).(*Partition)
+	if got := n.resolveNodes(); !reflect.DeepEqual(got, fiveNodes) {
+		t.Fatalf("client-all of the holder's group cuts %v, want %v", got, fiveNodes)
+	}
+	if d := build(t, "partition", netEnv(fiveNodes, []string{"c1"})).(*Partition); slices.Contains(d.Kinds, PartClientAll) {
+		t.Fatalf("the default kinds %v draw client-all", d.Kinds)
+	}
+}
+
 // On one node the default draws only the kinds a single node allows.
 func TestPartitionDefaultKindsFitTheCluster(t *testing.T) {
 	n := build(t, "partition", netEnv([]string{"n1"}, []string{"c1"})).(*Partition)
 	if want := []string{PartIsolate, PartClientMinority, PartClientMajority}; !reflect.DeepEqual(n.Kinds, want) {
 		t.Fatalf("kinds %v, want %v", n.Kinds, want)
 	}
+}
+
+// A stall keeps the connection it held, as TCP does through a partition: a request sent during the
+// cut is answered after the heal on the same connection (the timeout toxic of drop closes it).
+func TestPartitionStallKeepsConnections(t *testing.T) {
+	node, l, env := redisBehindLink(t)
+	conn, err := net.DialTimeout("tcp", l.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	ping := func(want bool) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := r.ReadString('\n')
+		if got := err == nil && line == "+PONG\r\n"; got != want {
+			t.Fatalf("reply %q (%v), want an answer: %v", line, err, want)
+		}
+	}
+	fmt.Fprint(conn, "PING\r\n")
+	ping(true)
+	ctx := context.Background()
+	n := build(t, "partition:kind=isolate:mode=stall", env)
+	if err := n.Apply(ctx, Op{F: "cut c1/" + node.Name, Nodes: []string{node.Name}, Effect: history.EffectFault}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(conn, "PING\r\n")
+	conn.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("an answer crossed the stall: %q", line)
+	}
+	for _, h := range n.Healing() {
+		if err := n.Apply(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ping(true)
 }

@@ -101,20 +101,7 @@ func TestLatencyPlans(t *testing.T) {
 // Latency on a real link slows the round trip by about the delay, and the heal restores it. The delay
 // is large enough that a loaded machine's slow round trip (tens of milliseconds) is not taken for it.
 func TestLatencyOnRealLink(t *testing.T) {
-	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	node := c.Nodes()[0]
-	set := links.New()
-	defer set.Close()
-	l, err := set.Add("c1", node.Name, node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := netEnv([]string{node.Name}, []string{"c1"})
-	env.Links = set
+	node, l, env := redisBehindLink(t)
 	n := build(t, "latency:mode=steady:delay=500ms:jitter=0s", env)
 	rc := systems.AdminClient(l.Addr)
 	defer rc.Close()
@@ -273,4 +260,25 @@ func TestLockAwareResolve(t *testing.T) {
 	if p.Healing() != nil {
 		t.Fatalf("left to heal: %v", p.Healing())
 	}
+}
+
+// redisBehindLink starts one redis-server reached by client group c1 through a link, and the
+// environment of a nemesis on that link; the test's cleanup stops both.
+func redisBehindLink(t *testing.T) (*systems.LocalNode, *links.Link, Env) {
+	t.Helper()
+	c, err := systems.StartLocal(context.Background(), systems.LocalConfig{Nodes: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	node := c.Nodes()[0]
+	set := links.New()
+	t.Cleanup(func() { set.Close() })
+	l, err := set.Add("c1", node.Name, node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := netEnv([]string{node.Name}, []string{"c1"})
+	env.Links = set
+	return node, l, env
 }

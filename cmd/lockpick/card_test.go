@@ -87,6 +87,41 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 
 	gozero := battery(t, harness.Config{Lock: "go-zero"})
 	expectRows(t, "go-zero", gozero, []string{"deadline"}, []string{"fractional-ttl"})
+
+	// ZooKeeper elects a leader as etcd does: its leader rows, and node-pause on the leader (its
+	// lease probe names every member, so a random majority would only stop the quorum).
+	zk := battery(t, harness.Config{Lock: "go-zk"})
+	expectRows(t, "go-zk", zk, []string{"leader-kill", "leader-wipe", "leader-partition", "leader-latency", "partition-minority", "counter-fenced"},
+		[]string{"extend", "reentry", "restart-aof-always"})
+	for _, lock := range []string{"etcd", "go-zk"} {
+		if n := battery(t, harness.Config{Lock: lock})["node-pause"].config(cardBase(harness.Config{Lock: lock})).Nemesis; n != "pause:target=leader" {
+			t.Errorf("%s's node-pause: %s, want the leader paused", lock, n)
+		}
+	}
+
+	if n := zk["partition-holder"].config(cardBase(harness.Config{Lock: "go-zk"})).Nemesis; !strings.Contains(n, "kind=client-all") {
+		t.Errorf("go-zk's partition-holder: %s, want the holder's group cut from every member", n)
+	}
+
+	pg := battery(t, harness.Config{Lock: "pg-advisory"})
+	expectRows(t, "pg-advisory", pg, []string{"drift", "clock-forward", "counter-cas"}, []string{"partition-minority", "restart-aof-always"})
+	if _, ok := pg["leader-kill"]; ok {
+		t.Errorf("postgres is one primary, but has a leader row")
+	}
+	if n := pg["node-pause"].config(cardBase(harness.Config{Lock: "pg-advisory"})).Nemesis; n != "pause:target=holder-majority" {
+		t.Errorf("pg-advisory's node-pause: %s", n)
+	}
+	for _, id := range []string{"partition-majority", "partition-holder"} {
+		if n := pg[id].config(cardBase(harness.Config{Lock: "pg-advisory"})).Nemesis; !strings.Contains(n, "mode=stall") {
+			t.Errorf("pg-advisory's %s: %s, want a stall (a drop's heal closes the session)", id, n)
+		}
+	}
+	if n := single["partition-majority"].config(cardBase(harness.Config{Lock: "single"})).Nemesis; !strings.Contains(n, "mode=drop") {
+		t.Errorf("single's partition-majority: %s", n)
+	}
+	if !strings.Contains(pg["restart"].what, "postgres keeps its data") {
+		t.Errorf("pg-advisory's restart says: %q", pg["restart"].what)
+	}
 }
 
 // A client program's battery follows the capabilities its user declares, on the system and nodes

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/harness"
 	"github.com/lockpick-dev/lockpick/locks"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // Row groups of a card. Only the lock's own rows decide its exit code.
@@ -81,7 +82,7 @@ func batteryFor(base harness.Config) ([]cardRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL)}
+	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System)}
 	rows := append(edgeRows(t), faultRows(t)...)
 	rows = append(rows, resourceRows(t)...)
 	for i := range rows {
@@ -102,6 +103,24 @@ type traits struct {
 	system string
 	nodes  int // data nodes
 	ttl    time.Duration
+	// sessions: a client's session is its connection (PostgreSQL), so a partition must stall the
+	// connection as TCP does, not close it at the heal (partition mode drop), or the heal ends the
+	// session and every lock it held, which no real partition of seconds does.
+	sessions bool
+}
+
+// sessionsOf says whether the system's sessions are its clients' connections.
+func sessionsOf(system string) bool {
+	t, err := systems.Lookup(system)
+	return err == nil && t.Traits().Sessions
+}
+
+// cutMode is the partition mode of the card's partition rows.
+func cutMode(t traits) string {
+	if t.sessions {
+		return "stall"
+	}
+	return "drop"
 }
 
 // config is the row's run: base changed by the row.
@@ -222,13 +241,13 @@ func faultRows(t traits) []cardRow {
 		{id: "restart-delayed", what: "a node killed just after a grant and kept down 1.5 TTLs before it starts empty", remedies: "restart",
 			remedy: "restart a node no sooner than a TTL after it stopped", shape: func(c *harness.Config) { faulty(c, "restart-delayed:at=grant") }},
 		{id: "partition-minority", what: "the clients cut from a minority of the nodes (packets dropped)", shape: func(c *harness.Config) {
-			faulty(c, "partition:kind=client-minority:mode=drop")
+			faulty(c, "partition:kind=client-minority:mode="+cutMode(t))
 		}},
 		{id: "partition-majority", what: "the clients cut from a majority of the nodes (from the node, with one)", shape: func(c *harness.Config) {
-			faulty(c, "partition:kind=client-majority:mode=drop")
+			faulty(c, "partition:kind=client-majority:mode="+cutMode(t))
 		}},
 		{id: "partition-holder", what: "the holder's client group cut off while it holds (holds up to four TTLs)", shape: func(c *harness.Config) {
-			faulty(c, fmt.Sprintf("partition:kind=client-majority:group=holder:mode=drop:duration=%v:interval=%v", 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
+			faulty(c, fmt.Sprintf("partition:kind=%s:group=holder:mode=%s:duration=%v:interval=%v", holderCut(t), cutMode(t), 4*time.Duration(c.TTL), 2*time.Duration(c.TTL)))
 			c.ClientGroups, c.HoldMax, c.TimeLimit = 2, 4*c.TTL, harness.Duration(20*time.Second)
 		}},
 		{id: "node-pause", what: "the holder's nodes paused (SIGSTOP) below, around and past the TTL", shape: func(c *harness.Config) {
@@ -251,8 +270,11 @@ func faultRows(t traits) []cardRow {
 	}
 	for i := range rows {
 		rows[i].group = groupLock
-		if rows[i].id == "restart" && t.system == "etcd" {
-			rows[i].what = "a member restarted at once, just after a grant (etcd keeps its data)"
+		if rows[i].id == "node-pause" && electsLeader(t.system) {
+			rows[i].what = "the leader paused (SIGSTOP) below, around and past the TTL"
+		}
+		if rows[i].id == "restart" && !strings.HasPrefix(t.system, "redis") {
+			rows[i].what = fmt.Sprintf("a node restarted at once, just after a grant (%s keeps its data)", t.system)
 		}
 		if rows[i].id == "partition-minority" && t.nodes < 3 {
 			rows[i].skip = fmt.Sprintf("%d data node(s): no minority to cut", t.nodes)
@@ -264,25 +286,43 @@ func faultRows(t traits) []cardRow {
 	return append(rows, systemRows(t)...)
 }
 
-// pauseTarget is the nodes a node-pause row stops: the holder's majority, or etcd's leader.
+// electsLeader says whether the system's members elect a leader that orders every write (etcd's
+// raft, ZooKeeper's Zab): its lease probe names every member as a holder, so the fault that
+// matters falls on the leader, not on a majority chosen at random (which only stops the quorum).
+func electsLeader(system string) bool {
+	return system == "etcd" || system == "zookeeper"
+}
+
+// holderCut is the partition kind that cuts the holder's group off: from a majority of independent
+// nodes (the lease is lost there), from every member of a system with a leader, whose members
+// forward to the leader, so that a group cut from a majority still reaches the quorum.
+func holderCut(t traits) string {
+	if electsLeader(t.system) {
+		return "client-all"
+	}
+	return "client-majority"
+}
+
+// pauseTarget is the nodes a node-pause row stops: the holder's majority, or the leader.
 func pauseTarget(t traits) string {
-	if t.system == "etcd" {
+	if electsLeader(t.system) {
 		return "leader"
 	}
 	return "holder-majority"
 }
 
-// systemRows are the fault rows of one system: Sentinel's failover, etcd's leader.
+// systemRows are the fault rows of one system: Sentinel's failover, the leader of etcd and
+// ZooKeeper.
 func systemRows(t traits) []cardRow {
 	var rows []cardRow
-	switch t.system {
-	case "redis-sentinel":
+	switch {
+	case t.system == "redis-sentinel":
 		// The first holder must outlive the promotion (about 2.5 s after the kill): TTL 10 s.
 		rows = append(rows, cardRow{id: "failover", what: "the primary killed after a grant it had not replicated; a replica promoted", shape: func(c *harness.Config) {
 			faulty(c, "failover:kind=kill:wait=10s:down=4s:interval=5s")
 			c.TTL, c.HoldMax, c.TimeLimit, c.Recovery = harness.Duration(10*time.Second), harness.Duration(9500*time.Millisecond), harness.Duration(40*time.Second), harness.Duration(5*time.Second)
 		}})
-	case "etcd":
+	case electsLeader(t.system):
 		rows = append(rows,
 			cardRow{id: "leader-kill", what: "the leader killed and kept down 5 s, then started with its data", shape: func(c *harness.Config) {
 				faulty(c, "restart-delayed:target=leader:delay=5s:interval=8s")
