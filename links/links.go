@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -27,9 +29,17 @@ type Link struct {
 
 	set *Set
 
-	mu     sync.Mutex // guards proxy, which Renew replaces, and toxics
-	proxy  *toxiproxy.Proxy
+	ln net.Listener
+
+	// mu guards proxy, which Renew replaces, toxics, and the connections' chained flags; it is held
+	// while a toxic is added, so that no connection starts by plain copy beside a toxic.
+	mu     sync.Mutex
+	proxy  *toxiproxy.Proxy // never started: its ToxicCollection is the link's toxic chain
 	toxics map[string]Toxic // what AddToxic placed and no removal took off yet
+
+	connMu sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
 }
 
 func (l *Link) px() *toxiproxy.Proxy {
@@ -55,15 +65,17 @@ func New() *Set {
 	return &Set{server: srv, links: map[string]*Link{}}
 }
 
-// Add starts a proxy from group to the node at upstream, listening on a free loopback port.
+// Add starts a link from group to the node at upstream, listening on a free loopback port.
 func (s *Set) Add(group, node, upstream string) (*Link, error) {
-	l := &Link{Group: group, Node: node, Upstream: upstream, set: s, toxics: map[string]Toxic{}}
-	px := toxiproxy.NewProxy(s.server, l.Name(), "127.0.0.1:0", upstream)
-	if err := s.server.Collection.Add(px, true); err != nil {
+	l := &Link{Group: group, Node: node, Upstream: upstream, set: s, toxics: map[string]Toxic{}, conns: map[*conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		return nil, fmt.Errorf("start link %s: %w", l.Name(), err)
 	}
-	l.proxy = px
-	l.Addr = px.Listen
+	l.ln = ln
+	l.Addr = ln.Addr().String()
+	l.proxy = toxiproxy.NewProxy(s.server, l.Name(), l.Addr, upstream)
+	go l.serve(ln)
 	s.mu.Lock()
 	s.links[l.Name()] = l
 	s.mu.Unlock()
@@ -104,17 +116,19 @@ type Toxic struct {
 	Attributes map[string]any `json:"attributes"`
 }
 
-// AddToxic applies a toxic to the link.
+// AddToxic applies a toxic to the link, first moving the connections it forwards by plain copy into
+// the toxic chain (still empty: nothing changes for them but the path their bytes take).
 func (l *Link) AddToxic(t Toxic) error {
 	if t.Toxicity == 0 {
 		t.Toxicity = 1
 	}
-	if err := addToxic(l.px(), t); err != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.chainAll()
+	if err := addToxic(l.proxy, t); err != nil {
 		return fmt.Errorf("add toxic %s to link %s: %w", t.Name, l.Name(), err)
 	}
-	l.mu.Lock()
 	l.toxics[t.Name] = t
-	l.mu.Unlock()
 	return nil
 }
 
@@ -196,23 +210,31 @@ func (s *Set) renewKeeping(l *Link) error {
 	return nil
 }
 
+// renew closes the link's connections and starts an empty toxic chain; its listener stays.
 func (s *Set) renew(l *Link) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.server.Collection.Remove(l.Name()); err != nil {
-		return fmt.Errorf("renew link %s: %w", l.Name(), err)
-	}
-	px := toxiproxy.NewProxy(s.server, l.Name(), l.Addr, l.Upstream)
-	if err := s.server.Collection.Add(px, true); err != nil {
-		return fmt.Errorf("renew link %s on %s: %w", l.Name(), l.Addr, err)
-	}
 	l.mu.Lock()
-	l.proxy = px
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	l.closeConns()
+	l.proxy = toxiproxy.NewProxy(s.server, l.Name(), l.Addr, l.Upstream)
 	return nil
 }
 
-// Close stops every proxy and closes the connections through them.
+// Close stops every link and closes the connections through them.
 func (s *Set) Close() error {
-	return s.server.Collection.Clear()
+	var errs []error
+	for _, l := range s.All() {
+		l.mu.Lock()
+		l.connMu.Lock()
+		was := l.closed
+		l.closed = true
+		l.connMu.Unlock()
+		if !was {
+			if err := l.ln.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close link %s: %w", l.Name(), err))
+			}
+		}
+		l.closeConns()
+		l.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }

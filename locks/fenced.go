@@ -25,7 +25,7 @@ func newFenced(node Endpoint, o Options) *fenced { return &fenced{newSingle(node
 func (f *fenced) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, f.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, f.opts.NodeTimeout)
 	token, err := fencedAcquireScript.Run(rctx, f.client, []string{key, TokenKey(key)}, value, ttl.Milliseconds()).Int64()
 	cancel()
 	if unsent(err) {

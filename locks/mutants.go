@@ -145,7 +145,7 @@ type seconds struct{ *single }
 func (s *seconds) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	ok, err := s.client.SetNX(rctx, key, value, time.Duration(int(ttl.Seconds()))*time.Second).Result()
 	cancel()
 	return s.lease(key, value, start, ttl, ok, err)
@@ -194,7 +194,7 @@ type blindExtend struct{ *single }
 
 func (b *blindExtend) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Lease, error) {
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, b.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, b.opts.NodeTimeout)
 	defer cancel()
 	ok, err := b.client.PExpire(rctx, l.Key, ttl).Result()
 	if err != nil {
@@ -215,7 +215,7 @@ type timeoutGrants struct{ *single }
 func (t *timeoutGrants) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, t.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, t.opts.NodeTimeout)
 	ok, err := t.client.SetNX(rctx, key, value, ttl).Result()
 	cancel()
 	if err != nil && !unsent(err) {

@@ -40,7 +40,7 @@ func (r *redlock) onAll(ctx context.Context, f func(ctx context.Context, c *redi
 	var wg sync.WaitGroup
 	for i, c := range r.clients {
 		wg.Go(func() {
-			nctx, cancel := context.WithTimeout(ctx, r.opts.NodeTimeout)
+			nctx, cancel := nodeContext(ctx, r.opts.NodeTimeout)
 			defer cancel()
 			ok, err := f(nctx, c)
 			res[i] = nodeResult{granted: ok, err: err}
@@ -147,7 +147,7 @@ func (r *redlock) undo(ctx context.Context, key, value string, res []nodeResult)
 			continue
 		}
 		wg.Go(func() {
-			nctx, cancel := context.WithTimeout(ctx, r.opts.NodeTimeout)
+			nctx, cancel := nodeContext(ctx, r.opts.NodeTimeout)
 			defer cancel()
 			releaseScript.Run(nctx, c, []string{key}, value)
 		})

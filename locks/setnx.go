@@ -41,7 +41,7 @@ func (n *oneNode) Close() error { return n.client.Close() }
 // setNX is SETNX with no expiry, its failures classified: unsent is a definite failure, anything
 // else after the request may have been applied.
 func (n *oneNode) setNX(ctx context.Context, key string, value any) (bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, n.opts.NodeTimeout)
 	defer cancel()
 	ok, err := n.client.SetNX(rctx, key, value, 0).Result()
 	if unsent(err) {
@@ -55,7 +55,7 @@ func (n *oneNode) setNX(ctx context.Context, key string, value any) (bool, error
 
 // del is a plain DEL of key: whoever holds it. A key already gone is ErrLeaseLost.
 func (n *oneNode) del(ctx context.Context, key string) error {
-	rctx, cancel := context.WithTimeout(ctx, n.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, n.opts.NodeTimeout)
 	defer cancel()
 	deleted, err := n.client.Del(rctx, key).Result()
 	if err != nil {
@@ -97,7 +97,7 @@ func (s *setnxDel) Acquire(ctx context.Context, key string, ttl time.Duration) (
 	if err := s.opts.crashAt(CrashAfterSetNX); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	err = s.client.PExpire(rctx, key, ttl).Err()
 	cancel()
 	if err != nil {
@@ -158,7 +158,7 @@ func (s *setnxGetset) Acquire(ctx context.Context, key string, ttl time.Duration
 // takeOver is the seed's second step: GET the stored time, and if it has passed by this client's
 // clock, GETSET a new one; the lock is ours only if GETSET returned the expired time read before.
 func (s *setnxGetset) takeOver(ctx context.Context, key string, ttl time.Duration) (int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	defer cancel()
 	stored, err := s.client.Get(rctx, key).Int64()
 	if errors.Is(err, redis.Nil) {

@@ -23,7 +23,7 @@ func newSingle(node Endpoint, o Options) *single {
 func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	ok, err := s.client.SetNX(rctx, key, value, ttl).Result()
 	cancel()
 	if unsent(err) {
@@ -46,7 +46,7 @@ func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 }
 
 func (s *single) Release(ctx context.Context, l *Lease) error {
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	defer cancel()
 	n, err := releaseScript.Run(rctx, s.client, []string{l.Key}, l.Value).Int()
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Leas
 	if err := stillValid(l, start); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
 	defer cancel()
 	n, err := extendScript.Run(rctx, s.client, []string{l.Key}, l.Value, ttl.Milliseconds()).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {

@@ -125,7 +125,7 @@ func (w *watchdog) Acquire(ctx context.Context, key string, ttl time.Duration) (
 	waitUntil := start.Add(ttl / 2)
 	lease := w.leaseTime()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, w.opts.NodeTimeout)
+		rctx, cancel := nodeContext(ctx, w.opts.NodeTimeout)
 		res, err := watchdogAcquire.Run(rctx, w.client, []string{key}, lease.Milliseconds(), w.id, flag(w.r2m)).Result()
 		cancel()
 		if errors.Is(err, redis.Nil) {
@@ -228,7 +228,7 @@ func (w *watchdog) forget(key string, r *renewal) {
 
 // Release leaves one level of the lock; the last one deletes the hash and publishes the unlock.
 func (w *watchdog) Release(ctx context.Context, l *Lease) error {
-	rctx, cancel := context.WithTimeout(ctx, w.opts.NodeTimeout)
+	rctx, cancel := nodeContext(ctx, w.opts.NodeTimeout)
 	defer cancel()
 	res, err := watchdogUnlock.Run(rctx, w.client, []string{l.Key, channelOf(l.Key)}, 0, w.leaseTime().Milliseconds(), w.id, flag(w.r2m)).Result()
 	if errors.Is(err, redis.Nil) {

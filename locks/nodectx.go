@@ -1,0 +1,44 @@
+package locks
+
+import (
+	"context"
+	"time"
+)
+
+// nodeContext bounds one request to a node by the node timeout without a timer of its own, for the
+// go-redis clients of this package (ContextTimeoutEnabled): go-redis sets each socket read and write
+// deadline from ctx.Deadline(), so the request's I/O ends at the node's deadline as it did under
+// context.WithTimeout. What waits on Done instead (a turn in the pool, a dial) waits on the
+// operation's context, and is bounded by the client's PoolTimeout and DialTimeout, both the node
+// timeout; a pool wait that runs out says so (ErrPoolTimeout, a request never sent) where the
+// node's context used to end it first (context.DeadlineExceeded, an unknown outcome).
+//
+// The operation's bound (workloads' context.WithTimeout) is then the one timer of an operation: at
+// the ceiling a timer and a child context per node request cost 4 to 6% of the harness's CPU
+// (`go test ./harness -run '^$' -bench Ceiling -benchtime 1x -cpuprofile cpu.prof`). Hand-written:
+// the context package has no context with a deadline and no timer.
+func nodeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && !deadline.Before(d) {
+		return ctx, func() {} // the operation ends first: its deadline is the node's
+	}
+	return deadlineContext{Context: ctx, deadline: deadline}, func() {}
+}
+
+// deadlineContext is its parent with an earlier deadline that only Deadline and Err report.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c deadlineContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
