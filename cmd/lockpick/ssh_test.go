@@ -216,14 +216,7 @@ func TestSSHRunLeavesNothing(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			args := append([]string{"run", "--backend", "ssh", "--lock", "redlock", "--nodes", "3", "--nemesis", "netcut,clock",
 				"--interval", "1s", "--time-limit", "60s", "--seed", "3", "--store", t.TempDir()}, hosts.flags()...)
-			cmd := exec.Command(bin, args...)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill() })
-			waitForCut(t, &out)
+			cmd, out := startUntilCut(t, bin, args)
 			cmd.Process.Signal(sig)
 			err := cmd.Wait()
 			if sig != syscall.SIGKILL {
@@ -240,16 +233,38 @@ func TestSSHRunLeavesNothing(t *testing.T) {
 			if total(left) == 0 {
 				t.Fatal("SIGKILL left nothing on the hosts: the test did not kill the run in the middle")
 			}
-			cleanOut, err := exec.Command(bin, append([]string{"clean", "--backend", "ssh"}, hosts.flags()...)...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("lockpick clean: %v\n%s", err, cleanOut)
-			}
+			cleanOut := cleanHosts(t, bin, hosts)
 			if !bytes.Contains(cleanOut, []byte("removed on "+hosts.addrs[0])) || !bytes.Contains(cleanOut, []byte("processes")) {
 				t.Errorf("lockpick clean does not say what it removed per host:\n%s", cleanOut)
 			}
 			assertNoLeftovers(t, hosts)
 		})
 	}
+}
+
+// startUntilCut starts lockpick with args and returns once a cut rule is on a host (waitForCut),
+// with its combined output.
+func startUntilCut(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitForCut(t, out)
+	return cmd, out
+}
+
+// cleanHosts runs lockpick clean on the hosts and returns what it said.
+func cleanHosts(t *testing.T, bin string, hosts sshHosts) []byte {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"clean", "--backend", "ssh"}, hosts.flags()...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lockpick clean: %v\n%s", err, out)
+	}
+	return out
 }
 
 // waitForCut waits until the run's log of progress shows the nodes up and a cut rule is on a host.

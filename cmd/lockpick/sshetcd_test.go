@@ -127,14 +127,7 @@ func TestSSHEtcdKilledRunCleaned(t *testing.T) {
 	bin := build(t)
 	args := append([]string{"run", "--backend", "ssh", "--lock", "etcd", "--nemesis", "latency:paths=peers:delay=200ms:duration=20s:interval=1s",
 		"--time-limit", "60s", "--seed", "1", "--store", t.TempDir()}, hosts.flags()...)
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	waitForCut(t, &out)
+	cmd, _ := startUntilCut(t, bin, args)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	left, err := systems.SurveySSH(context.Background(), hosts.config(""))
@@ -152,10 +145,7 @@ func TestSSHEtcdKilledRunCleaned(t *testing.T) {
 	if members != 3 || readers == 0 || rules == 0 {
 		t.Fatalf("SIGKILL left %d members, %d queue readers and %d rules: want 3 and some of each (the run was not killed in a slowdown)\n%v", members, readers, rules, left)
 	}
-	cleanOut, err := exec.Command(bin, append([]string{"clean", "--backend", "ssh"}, hosts.flags()...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("lockpick clean: %v\n%s", err, cleanOut)
-	}
+	cleanOut := cleanHosts(t, bin, hosts)
 	t.Logf("left by SIGKILL: %d members, %d readers, %d rules; clean said:\n%s", members, readers, rules, cleanOut)
 	assertNoLeftovers(t, hosts)
 }
