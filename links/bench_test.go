@@ -11,26 +11,9 @@ import (
 // (user+sys, e.g. under /usr/bin/time) is the link's own cost, which a loaded machine's wall time
 // hides.
 func BenchmarkRoundTrip(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
 	set := New()
 	defer set.Close()
-	l, err := set.Add("c1", "n1", ln.Addr().String())
+	l, err := set.Add("c1", "n1", echoServer(b))
 	if err != nil {
 		b.Fatal(err)
 	}

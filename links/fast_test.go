@@ -15,7 +15,7 @@ import (
 )
 
 // echoServer answers every connection with what it reads, until the test ends.
-func echoServer(t *testing.T) string {
+func echoServer(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
