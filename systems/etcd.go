@@ -130,7 +130,7 @@ func (etcdTopology) Clocks() error { return errEtcdClock }
 // Traits implements Topology: members talk raft to each other; a member cannot hold writes back.
 func (etcdTopology) Traits() Traits {
 	return Traits{
-		Peers: true, Server: "etcd-server", WholeSecondLeases: true, LeaseGrace: EtcdElectionTimeout,
+		Peers: true, Leader: true, Server: "etcd-server", WholeSecondLeases: true, LeaseGrace: EtcdElectionTimeout,
 		Keys:    "the lock's requests (a lease per session with its keepalives, a transaction creating KEY/LEASE, range reads under KEY/, the delete of its own KEY/LEASE) touch only keys under these, plus one read of the key lockpick-warm; leases of sessions cut short expire after their TTL",
 		Cleanup: "one delete of the range with prefix %s; lockpick never compacts, defragments, changes members or alarms, and never kills, pauses or restarts a member",
 	}

@@ -19,6 +19,9 @@ type Traits struct {
 	// Sessions: a server can end a client's session (PostgreSQL's pg_terminate_backend), and the
 	// System is a SessionEnder.
 	Sessions bool
+	// Leader: the members elect a leader that orders every write (etcd's raft, ZooKeeper's Zab), so
+	// a lease lives on every member and the faults that matter fall on the leader.
+	Leader bool
 	// Server is the option that names the servers' program (redis-server or etcd-server).
 	Server string
 	// WholeSecondLeases and LeaseGrace: a server-side lease lasts whole seconds, and a new leader

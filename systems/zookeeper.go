@@ -56,7 +56,7 @@ var errZKClock = errors.New("zookeeper members are JVMs whose clock reads the sh
 func (zkTopology) Clocks() error { return errZKClock }
 
 func (zkTopology) Traits() Traits {
-	return Traits{Peers: true,
+	return Traits{Peers: true, Leader: true,
 		NotOn: map[string]string{
 			BackendDocker:   "docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local",
 			BackendExternal: "external: system zookeeper runs local members only for now; use --backend local",

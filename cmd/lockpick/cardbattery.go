@@ -290,7 +290,8 @@ func faultRows(t traits) []cardRow {
 // raft, ZooKeeper's Zab): its lease probe names every member as a holder, so the fault that
 // matters falls on the leader, not on a majority chosen at random (which only stops the quorum).
 func electsLeader(system string) bool {
-	return system == "etcd" || system == "zookeeper"
+	t, err := systems.Lookup(system)
+	return err == nil && t.Traits().Leader
 }
 
 // holderCut is the partition kind that cuts the holder's group off: from a majority of independent
