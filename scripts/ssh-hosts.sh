@@ -11,8 +11,11 @@
 #   scripts/ssh-hosts.sh selftest  up 2, check, prove a cut with iptables in a host, down, and
 #                                  fail if anything is left (make test-long runs it)
 #
+# LOCKPICK_SSH_SET=K (1 to 9) makes a second set beside the first, for a figure run while tests use
+# the first: namespaces lp-Kh1.., bridge lp-brK, addresses 10.77.K.x, its own rules and state.
+#
 # State (keys, known_hosts, sshd configs and logs) is under $LOCKPICK_SSH_DIR, default
-# /tmp/lockpick-ssh-hosts. `up` begins with `down`, so a test killed with SIGKILL leaves nothing the
+# /tmp/lockpick-ssh-hosts (-K for a set K). `up` begins with `down`, so a test killed with SIGKILL leaves nothing the
 # next `up` (or a `down`) does not remove.
 #
 # Two traps this handles: Docker's FORWARD DROP policy silently drops bridged traffic between the
@@ -20,10 +23,16 @@
 # and each namespace's loopback must be brought up for servers that bind 127.0.0.1 there.
 set -euo pipefail
 
-DIR=${LOCKPICK_SSH_DIR:-/tmp/lockpick-ssh-hosts}
-BRIDGE=lp-br0
-NET=10.77.0
-TAG=lockpick-ssh-hosts
+SET=${LOCKPICK_SSH_SET:-0}
+[[ $SET =~ ^[0-9]$ ]] || { echo "ssh-hosts: LOCKPICK_SSH_SET is a digit from 0 to 9, got '$SET'" >&2; exit 255; }
+if [ "$SET" = 0 ]; then
+	NS=lp-h VETH=lp-v TAG=lockpick-ssh-hosts
+else
+	NS=lp-${SET}h VETH=lp-${SET}v TAG=lockpick-ssh-hosts-$SET
+fi
+DIR=${LOCKPICK_SSH_DIR:-/tmp/$TAG}
+BRIDGE=lp-br$SET
+NET=10.77.$SET
 
 die() { echo "ssh-hosts: $*" >&2; exit 255; }
 
@@ -35,16 +44,16 @@ need() {
 	[ -x /usr/sbin/sshd ] || die "sshd is missing: apt-get install openssh-server"
 }
 
-hosts() { ip netns list 2>/dev/null | awk '$1 ~ /^lp-h[0-9]+$/ {print $1}' | sort -V; }
+hosts() { ip netns list 2>/dev/null | awk -v p="^$NS[0-9]+\$" '$1 ~ p {print $1}' | sort -V; }
 
-addr() { echo "$NET.$((10 + ${1#lp-h}))"; }
+addr() { echo "$NET.$((10 + ${1#"$NS"}))"; }
 
 down() {
 	for ns in $(hosts); do
 		# Everything running in the namespace goes: sshd, and servers a killed run left there.
 		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
 		ip netns delete "$ns" 2>/dev/null || true
-		ip link delete "lp-v${ns#lp-h}" 2>/dev/null || true
+		ip link delete "$VETH${ns#"$NS"}" 2>/dev/null || true
 	done
 	ip link delete "$BRIDGE" 2>/dev/null || true
 	while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment "$TAG" -j ACCEPT 2>/dev/null; do :; done
@@ -80,11 +89,11 @@ up() {
 	iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment "$TAG" -j ACCEPT
 	: >"$DIR/known_hosts"
 	for i in $(seq 1 "$n"); do
-		local ns=lp-h$i a
+		local ns=$NS$i a
 		a=$(addr "$ns")
 		ip netns add "$ns"
-		ip link add "lp-v$i" type veth peer name eth0 netns "$ns"
-		ip link set "lp-v$i" master "$BRIDGE" up
+		ip link add "$VETH$i" type veth peer name eth0 netns "$ns"
+		ip link set "$VETH$i" master "$BRIDGE" up
 		ip -n "$ns" addr add "$a/24" dev eth0
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" link set lo up
@@ -140,7 +149,7 @@ leftovers() {
 	local n=0
 	n=$((n + $(hosts | wc -l)))
 	ip link show "$BRIDGE" >/dev/null 2>&1 && n=$((n + 1))
-	n=$((n + $(iptables -S FORWARD 2>/dev/null | grep -c "$TAG" || true)))
+	n=$((n + $(iptables -S FORWARD 2>/dev/null | grep -cE -- "--comment \"?$TAG\"?( |\$)" || true)))
 	n=$((n + $(pgrep -f "sshd -f $DIR/" | wc -l)))
 	[ -e "$DIR" ] && n=$((n + 1))
 	echo "$n"
@@ -148,9 +157,9 @@ leftovers() {
 
 selftest() {
 	up 2
-	ip netns exec lp-h1 iptables -A INPUT -s "$(addr lp-h2)" -j DROP
-	if ip netns exec lp-h2 timeout 2 bash -c "exec 3<>/dev/tcp/$(addr lp-h1)/22" 2>/dev/null; then
-		die "selftest: lp-h2 still reaches lp-h1 through a DROP rule in lp-h1"
+	ip netns exec "${NS}1" iptables -A INPUT -s "$(addr "${NS}2")" -j DROP
+	if ip netns exec "${NS}2" timeout 2 bash -c "exec 3<>/dev/tcp/$(addr "${NS}1")/22" 2>/dev/null; then
+		die "selftest: ${NS}2 still reaches ${NS}1 through a DROP rule in ${NS}1"
 	fi
 	down
 	local left
