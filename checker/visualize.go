@@ -96,7 +96,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 			Start:           max(a.Start, b.Start),
 			End:             min(a.End, b.End),
 			Description:     fmt.Sprintf("p%d and p%d overlap", a.Process, b.Process),
-			Details:         fmt.Sprintf("key %s: %s and %s", a.key, describeHold(a.HoldInfo), describeHold(b.HoldInfo)),
+			Details:         fmt.Sprintf("key %s: %s and %s", a.key, describeHold(a.info()), describeHold(b.info())),
 			BackgroundColor: "#fca5a5",
 		})
 	}
