@@ -30,7 +30,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 		shown, skipped := 0, 0
 		for i := range segs {
 			s := &segs[i]
-			if s.result != porcupine.Illegal && s.violations == 0 {
+			if s.result != segIllegal && s.violations == 0 {
 				continue
 			}
 			if shown+s.ops() > maxOps {
