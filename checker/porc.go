@@ -142,7 +142,8 @@ const maxSegmentOps = 1 << 15
 // next part starts from). Checking the segments independently is therefore exact. Touching
 // intervals are never cut: at an equal time porcupine treats operations as concurrent.
 func segmentsOf(holds []hold, keys []string, byKey map[string][]int32, split bool) []segment {
-	var segs []segment
+	sorted := make(map[string][]int32, len(keys))
+	n := 0
 	for _, k := range keys {
 		ids := append([]int32(nil), byKey[k]...)
 		sort.Slice(ids, func(i, j int) bool {
@@ -152,43 +153,62 @@ func segmentsOf(holds []hold, keys []string, byKey map[string][]int32, split boo
 			}
 			return ids[i] < ids[j]
 		})
+		sorted[k] = ids
+		n += cutsOf(holds, ids, split, func(int, int32, int64) {}) + 1
+	}
+	// Counted first, so the list is made once: a run at the ceiling has about one per hold, and
+	// growing it by append allocated three times what it keeps.
+	segs := make([]segment, 0, n)
+	for _, k := range keys {
+		ids := sorted[k]
 		begin, carry, in := 0, free, int64(0)
-		// Over the holds before the current one: the latest acquire completion, the latest end
-		// (and whose), and the second latest end.
-		var lastStart, end1, end2 int64 = 0, math.MinInt64, math.MinInt64
-		held := free
-		for i, id := range ids {
-			h := &holds[id]
-			if split && i > 0 {
-				cut, at := free, int64(0)
-				ok := end1 < h.Invoke // quiet point: every earlier hold is over
-				if !ok {
-					// Held point: t in (lo, hi) is covered only by the hold with the latest end.
-					lo, hi := max(lastStart, end2), min(h.Invoke, end1)
-					if hi-lo >= 2 {
-						ok, cut, at = true, held, lo+1
-					}
-				}
-				if ok {
-					segs = append(segs, segment{holds: ids[begin:i], carry: carry, in: in, cut: cut, out: at})
-					begin, carry, in = i, cut, at
-				}
-			}
-			if i == 0 || h.Start > lastStart {
-				lastStart = h.Start
-			}
-			switch {
-			case h.End > end1:
-				end2, end1, held = end1, h.End, id
-			case h.End > end2:
-				end2 = h.End
-			}
-		}
+		cutsOf(holds, ids, split, func(i int, cut int32, at int64) {
+			segs = append(segs, segment{holds: ids[begin:i], carry: carry, in: in, cut: cut, out: at})
+			begin, carry, in = i, cut, at
+		})
 		if begin < len(ids) || carry != free {
 			segs = append(segs, segment{holds: ids[begin:], carry: carry, in: in, cut: free})
 		}
 	}
 	return segs
+}
+
+// cutsOf calls at(i, cut, t) for each cut point of a key's holds ids (sorted by invoke) before the
+// hold ids[i]: cut is the hold that holds the lock there (free at a quiet point), t the instant.
+// It returns how many there were; none unless split.
+func cutsOf(holds []hold, ids []int32, split bool, at func(i int, cut int32, t int64)) int {
+	// Over the holds before the current one: the latest acquire completion, the latest end
+	// (and whose), and the second latest end.
+	var lastStart, end1, end2 int64 = 0, math.MinInt64, math.MinInt64
+	held, cuts := free, 0
+	for i, id := range ids {
+		h := &holds[id]
+		if split && i > 0 {
+			cut, t := free, int64(0)
+			ok := end1 < h.Invoke // quiet point: every earlier hold is over
+			if !ok {
+				// Held point: t in (lo, hi) is covered only by the hold with the latest end.
+				lo, hi := max(lastStart, end2), min(h.Invoke, end1)
+				if hi-lo >= 2 {
+					ok, cut, t = true, held, lo+1
+				}
+			}
+			if ok {
+				at(i, cut, t)
+				cuts++
+			}
+		}
+		if i == 0 || h.Start > lastStart {
+			lastStart = h.Start
+		}
+		switch {
+		case h.End > end1:
+			end2, end1, held = end1, h.End, id
+		case h.End > end2:
+			end2 = h.End
+		}
+	}
+	return cuts
 }
 
 // segmentOps turns a segment into porcupine operations: an acquire spans [invoke, completion], a
