@@ -71,7 +71,7 @@ func TestKeptStatePerGrant(t *testing.T) {
 	if s := unsafe.Sizeof(segment{}); s > 56 {
 		t.Errorf("a segment is %d bytes, more than 56", s)
 	}
-	const n = 50_000
+	const n = 20_000
 	small, hs := keptAfterStream(t, quietHistory(n))
 	large, hl := keptAfterStream(t, quietHistory(4*n))
 	if hs != n || hl != 4*n {
@@ -80,7 +80,7 @@ func TestKeptStatePerGrant(t *testing.T) {
 	per := float64(large-min(large, small)) / float64(hl-hs)
 	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
 	// A hold (128 bytes, its value's few bytes), its place among the culprits' releases (40 bytes),
-	// two latencies (8 bytes), and the slack of slices grown by append: 197 bytes measured, 260
+	// two latencies (8 bytes), and the slack of slices grown by append: 201 bytes measured, 266
 	// before holds and segments were narrowed.
 	const maxKeptPerGrant = 225
 	if per > maxKeptPerGrant {
