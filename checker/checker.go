@@ -188,7 +188,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	}
 
 	// Step 4: the lock-level verdict.
-	r.Valid, r.DecidedBy = decide(segs, out, r.ViolationCount, &r.Errors)
+	r.Valid, r.DecidedBy = decide(p.holds, segs, out, r.ViolationCount, &r.Errors)
 
 	// Step 5: overruns.
 	r.findOverruns(p.holds, opts.MaxViolations)

@@ -434,7 +434,7 @@ func TestTimeoutWithAnOverlapIsInvalid(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	seg := func(res porcupine.CheckResult, violations int) segment {
-		return segment{key: "k", result: res, violations: violations}
+		return segment{holds: []int32{0}, result: resultOf(res), violations: int32(violations)}
 	}
 	cases := []struct {
 		segs     []segment
@@ -455,7 +455,7 @@ func TestDecide(t *testing.T) {
 	}
 	for i, c := range cases {
 		var errs []string
-		got, by := decide(c.segs, c.out, c.overlaps, &errs)
+		got, by := decide([]hold{{key: "k"}}, c.segs, c.out, c.overlaps, &errs)
 		if got != c.want || len(errs) != c.errs || by != c.by {
 			t.Errorf("case %d: got %s with %d errors by %q, want %s with %d by %q", i, got, len(errs), by, c.want, c.errs, c.by)
 		}

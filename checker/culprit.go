@@ -204,8 +204,8 @@ func (c *culprits) granted(p *parsed, id int32) {
 	h := &p.holds[id]
 	t := c.key(h.key)
 	n := "*"
-	if len(h.Nodes) == 1 {
-		n = h.Nodes[0]
+	if len(h.nodes()) == 1 {
+		n = h.nodes()[0]
 	}
 	switch t.nodes {
 	case "":
@@ -391,7 +391,8 @@ func (ix holdIndex) holderDuring(key string, process int, from, to int64) *HoldI
 	for k := j - 1; k >= 0 && k >= j-holderLookback; k-- {
 		h := &ix.holds[ids[k]]
 		if h.Process != process && h.End > from {
-			return &h.HoldInfo
+			hi := h.info()
+			return &hi
 		}
 	}
 	return nil

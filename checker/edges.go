@@ -41,7 +41,7 @@ func edgesOf(run runInfo, p *parsed, s *Stats, applied []NemesisEvidence) *Edges
 	ed := &Edges{NearDeadline: s.NearDeadline, TimedOut: s.Acquires.Info + s.Releases.Info + s.Extends.Info,
 		Extends: s.Extends.Total(), NearExtends: p.cul.nearExtends}
 	for i := range p.holds {
-		if h := &p.holds[i]; !h.dead && h.EndedBy == "expiry" && h.Deadline != Never {
+		if h := &p.holds[i]; !h.dead && h.EndedBy == endExpiry && h.Deadline != Never {
 			ed.ToDeadline++
 		}
 	}

@@ -118,7 +118,7 @@ func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend
 // lateRenewal describes the lock's own renewal e of hold h that came after the lease had ended.
 func lateRenewal(h *hold, deadline int64, e *history.Event) LateExtend {
 	why := "had ended at " + FormatTime(deadline)
-	if h.EndedBy == "lost" {
+	if h.EndedBy == endLost {
 		why = "was reported lost at " + FormatTime(deadline)
 	}
 	return LateExtend{
@@ -134,7 +134,7 @@ func nearDeadline(holds []hold) int {
 	n := 0
 	for i := range holds {
 		h := &holds[i]
-		if h.dead || h.EndedBy != "release" || h.Deadline == Never {
+		if h.dead || h.EndedBy != endRelease || h.Deadline == Never {
 			continue
 		}
 		if 10*(h.Deadline-h.End) <= h.Deadline-h.Start {

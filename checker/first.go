@@ -83,6 +83,9 @@ type Regrant struct {
 // after the fault took effect. An acquire invoked before cannot tell: the old leader may have
 // answered it.
 func regrants(holds []hold, wins []FaultWindow) []Regrant {
+	if len(wins) == 0 {
+		return []Regrant{} // no window to find the first grant after: no list of every grant
+	}
 	type grant struct{ invoke, start int64 }
 	var gs []grant
 	for i := range holds {

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -9,22 +10,81 @@ import (
 	"github.com/lockpick-dev/lockpick/history"
 )
 
-// hold is a HoldInfo plus what the pipeline needs to find it again.
+// hold is one grant as the pipeline keeps it: a HoldInfo (see info) in 128 bytes rather than 200,
+// since a long run keeps millions. What most holds share (their nodes) or few have (a re-entry's
+// words) is behind extra; what ended them is a byte.
 type hold struct {
-	HoldInfo
-	key string
-	// dead marks a lease that had expired by the time its acquire completed: it grants no hold and
-	// is left out of the lock-level analyses, but releases and work still find it (so they pair with
-	// the same leases as before) and its work can be an overrun.
-	dead bool
+	Invoke, Start, End, Deadline, Validity, WorkEnd, Token int64
 	// lateTo is how far late extends renewed the lease after its hold had ended: an extend that
 	// completes within it renews a lease already counted late once, and is not counted again.
 	lateTo int64
 	// granted is the deadline the lease was granted with (Never for none), before any renewal or
 	// loss moved Deadline.
 	granted int64
+	Process int
+	Value   string
+	key     string
+	extra   *holdExtra // nil: no nodes, no re-entry
+	Extends int32
+	EndedBy endedBy
+	// dead marks a lease that had expired by the time its acquire completed: it grants no hold and
+	// is left out of the lock-level analyses, but releases and work still find it (so they pair with
+	// the same leases as before) and its work can be an overrun.
+	dead bool
 	// released marks a lease whose release completed ok: the lock let it go for certain.
 	released bool
+}
+
+// holdExtra is what a hold rarely has of its own: the nodes that granted it (one value shared by
+// every hold the same nodes granted) and, for a re-entry that is a grant, why.
+type holdExtra struct {
+	nodes   []string
+	reentry string
+}
+
+// endedBy is HoldInfo.EndedBy as a byte.
+type endedBy uint8
+
+const (
+	endExpiry endedBy = iota
+	endRelease
+	endNever
+	endCrash
+	endLost
+	endExpiredOnArrival
+)
+
+var endedByWords = [...]string{"expiry", "release", "never", "crash", "lost", "expired on arrival"}
+
+func (e endedBy) String() string { return endedByWords[e] }
+
+// nodes are the nodes that granted the lease.
+func (h *hold) nodes() []string {
+	if h.extra == nil {
+		return nil
+	}
+	return h.extra.nodes
+}
+
+func (h *hold) reentry() string {
+	if h.extra == nil {
+		return ""
+	}
+	return h.extra.reentry
+}
+
+// setReentry records why a re-entry is a grant of its own, on an extra of the hold's own.
+func (h *hold) setReentry(s string) {
+	h.extra = &holdExtra{nodes: h.nodes(), reentry: s}
+}
+
+// info is the hold as results show it.
+func (h *hold) info() HoldInfo {
+	return HoldInfo{
+		Process: h.Process, Value: h.Value, Token: h.Token, Invoke: h.Invoke, Start: h.Start, End: h.End,
+		EndedBy: h.EndedBy.String(), Deadline: h.Deadline, Validity: h.Validity, Nodes: h.nodes(),
+		WorkEnd: h.WorkEnd, Extends: int(h.Extends), Reentry: h.reentry(),
+	}
 }
 
 // expiredOnArrival reports whether a lease ending at deadline was already over when its acquire
@@ -73,25 +133,25 @@ func effectiveDeadline(d int64) int64 {
 // holdEnd is when a hold ends: the earlier of the release invoke and the deadline, and never before
 // the hold started (a lease that expired before the client learned of it grants no hold at all; it
 // is marked dead and ends where it starts).
-func holdEnd(start, deadline, release int64) (end int64, endedBy string) {
-	end, endedBy = deadline, "expiry"
+func holdEnd(start, deadline, release int64) (end int64, by endedBy) {
+	end, by = deadline, endExpiry
 	if release < deadline {
-		end, endedBy = release, "release"
+		end, by = release, endRelease
 	}
 	if deadline == Never && release == Never {
-		endedBy = "never"
+		by = endNever
 	}
 	if end < start {
 		end = start
 	}
-	return end, endedBy
+	return end, by
 }
 
 // releaseHold ends h at t, a release invoke of it: the client left its critical section. A hold
 // that had already ended (expired on arrival, reported lost) keeps its end: a release never
 // revives it, even when a renewal at the instant of the loss moved its deadline.
 func releaseHold(h *hold, t int64) {
-	if h.dead || h.EndedBy == "lost" {
+	if h.dead || h.EndedBy == endLost {
 		return
 	}
 	h.End, h.EndedBy = holdEnd(h.Start, h.Deadline, t)
@@ -160,6 +220,9 @@ type parser struct {
 	foreign map[int]bool
 	// levels are the reentrant levels each process entered and has not left.
 	levels levelBook[int32]
+	// extras are the holds' shared extras, by their nodes, and the last one given (see extraFor).
+	extras    map[string]*holdExtra
+	lastExtra *holdExtra
 }
 
 func newParser(st *store) *parser {
@@ -167,8 +230,27 @@ func newParser(st *store) *parser {
 		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}, cul: newCulprits(st)},
 		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
 		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
-		foreign: map[int]bool{}, levels: levelBook[int32]{},
+		foreign: map[int]bool{}, levels: levelBook[int32]{}, extras: map[string]*holdExtra{},
 	}
+}
+
+// extraFor is the extra shared by every hold granted by nodes: a run has a handful of node sets
+// and millions of grants.
+func (pr *parser) extraFor(nodes []string) *holdExtra {
+	if nodes == nil {
+		return nil
+	}
+	if pr.lastExtra != nil && slices.Equal(pr.lastExtra.nodes, nodes) {
+		return pr.lastExtra
+	}
+	k := strconv.Itoa(len(nodes)) + "\x00" + strings.Join(nodes, "\x00") // [] and [""] apart
+	x := pr.extras[k]
+	if x == nil {
+		x = &holdExtra{nodes: nodes}
+		pr.extras[k] = x
+	}
+	pr.lastExtra = x
+	return x
 }
 
 func (pr *parser) keyCounts(k string) *Counts {
@@ -270,17 +352,15 @@ func (pr *parser) event(i int) {
 			pr.noDeadline++
 		}
 		dl := effectiveDeadline(e.Deadline)
-		h := hold{key: key, HoldInfo: HoldInfo{
-			Process: e.Process, Value: e.Value, Token: e.Token,
-			Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, Nodes: e.Nodes,
-		}}
+		h := hold{key: key, Process: e.Process, Value: e.Value, Token: e.Token,
+			Invoke: inv.Time, Start: e.Time, Deadline: dl, Validity: e.Validity, extra: pr.extraFor(e.Nodes)}
 		h.granted = dl
 		h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
 		if e.Depth > 1 {
-			h.Reentry = pr.lateReentry(e, key)
+			h.setReentry(pr.lateReentry(e, key))
 		}
 		if expiredOnArrival(e.Time, dl) {
-			h.dead, h.EndedBy = true, "expired on arrival"
+			h.dead, h.EndedBy = true, endExpiredOnArrival
 			pr.expired++
 			p.expired[key]++
 		}
@@ -366,7 +446,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 			if h.dead || h.End <= at {
 				continue
 			}
-			h.End, h.EndedBy = max(at, h.Start), "crash"
+			h.End, h.EndedBy = max(at, h.Start), endCrash
 			h.Deadline = min(h.Deadline, h.End)
 		}
 		delete(pr.open, pid)
@@ -411,22 +491,23 @@ func (pr *parser) revive(l *LateExtend) {
 	r := pr.recent[l.Process]
 	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
 	dl := effectiveDeadline(l.NewDeadline)
-	h := hold{key: l.Key, HoldInfo: HoldInfo{Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}}
+	h := hold{key: l.Key, Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}
 	old := int32(-1)
 	if k >= 0 {
 		old = r[k]
 		o := &p.holds[old]
-		h.Token, h.Nodes, h.Validity = o.Token, o.Nodes, o.Validity
+		h.Token, h.extra, h.Validity = o.Token, o.extra, o.Validity
 	}
 	h.granted = dl
 	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
-	h.Reentry = fmt.Sprintf("was told by a late %s at %s that it held the lease again, %s after the lease had ended at %s,",
+	why := fmt.Sprintf("was told by a late %s at %s that it held the lease again, %s after the lease had ended at %s,",
 		strings.TrimPrefix(l.Kind(), "late "), FormatTime(l.Completed), FormatSpan(l.Completed-l.Deadline), FormatTime(l.Deadline))
 	if old < 0 {
-		h.Reentry = fmt.Sprintf("was told by an %s at %s that it held a lease it had not been granted,", l.F, FormatTime(l.Completed))
+		why = fmt.Sprintf("was told by an %s at %s that it held a lease it had not been granted,", l.F, FormatTime(l.Completed))
 	}
+	h.setReentry(why)
 	if expiredOnArrival(h.Start, dl) {
-		h.dead, h.EndedBy = true, "expired on arrival"
+		h.dead, h.EndedBy = true, endExpiredOnArrival
 	}
 	id := pr.grant(h)
 	if old >= 0 {
@@ -471,7 +552,7 @@ func (pr *parser) leaseNews(e *history.Event) {
 		})
 	}
 	h.Deadline = e.Time
-	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
+	h.End, h.EndedBy = max(e.Time, h.Start), endLost
 }
 
 // reentered applies an ok acquire at depth above 1 that continues its process's hold of the

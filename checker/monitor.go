@@ -114,7 +114,7 @@ func (m *Monitor) acquired(e history.Event) {
 // every hold of the key still in effect: an ok acquire, or a late renewal (parser.revive).
 func (m *Monitor) grant(key string, pid int, value string, start, deadline int64) *hold {
 	dl := effectiveDeadline(deadline)
-	h := &hold{key: key, HoldInfo: HoldInfo{Process: pid, Value: value, Start: start, Deadline: dl}}
+	h := &hold{key: key, Process: pid, Value: value, Start: start, Deadline: dl}
 	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
 	h.dead = expiredOnArrival(h.Start, dl)
 	op := m.open[pid]
@@ -230,7 +230,7 @@ func (m *Monitor) nemesis(e history.Event) {
 			if h.dead || h.End <= e.Time {
 				continue
 			}
-			h.End, h.EndedBy = max(e.Time, h.Start), "crash"
+			h.End, h.EndedBy = max(e.Time, h.Start), endCrash
 			h.Deadline = min(h.Deadline, h.End)
 			m.undoRecent(h)
 		}
@@ -262,7 +262,7 @@ func (m *Monitor) leaseNews(e history.Event) {
 		m.early++ // as the parser's leaseNews counts it
 	}
 	h.Deadline = e.Time
-	h.End, h.EndedBy = max(e.Time, h.Start), "lost"
+	h.End, h.EndedBy = max(e.Time, h.Start), endLost
 	m.undoRecent(h)
 }
 

@@ -69,16 +69,47 @@ func lockModel(holds []hold) porcupine.Model {
 	}
 }
 
-// segment is a run of one key's holds that porcupine can check on its own.
+// segment is a run of one key's holds that porcupine can check on its own. A run at the ceiling
+// has about one per hold, so it is kept in 56 bytes: its key is its holds', its result a byte.
 type segment struct {
-	key   string
 	holds []int32 // the holds whose acquire was invoked in this segment, by invoke time
 	// carry is the hold that certainly holds the lock when the segment begins at in (free if none);
 	// cut is the one that certainly holds it when the segment ends at out.
 	carry, cut int32
 	in, out    int64
-	result     porcupine.CheckResult
-	violations int
+	violations int32
+	result     segResult
+}
+
+// segResult is porcupine's CheckResult as a byte; the zero value is porcupine.Unknown.
+type segResult uint8
+
+const (
+	segUnknown segResult = iota
+	segOk
+	segIllegal
+)
+
+func resultOf(r porcupine.CheckResult) segResult {
+	switch r {
+	case porcupine.Ok:
+		return segOk
+	case porcupine.Illegal:
+		return segIllegal
+	}
+	return segUnknown
+}
+
+func (r segResult) check() porcupine.CheckResult {
+	return [...]porcupine.CheckResult{porcupine.Unknown, porcupine.Ok, porcupine.Illegal}[r]
+}
+
+// key is the key of the segment's holds (every segment has a hold or a carried one).
+func (s *segment) key(holds []hold) string {
+	if len(s.holds) > 0 {
+		return holds[s.holds[0]].key
+	}
+	return holds[s.carry].key
 }
 
 func (s *segment) ops() int {
@@ -111,7 +142,8 @@ const maxSegmentOps = 1 << 15
 // next part starts from). Checking the segments independently is therefore exact. Touching
 // intervals are never cut: at an equal time porcupine treats operations as concurrent.
 func segmentsOf(holds []hold, keys []string, byKey map[string][]int32, split bool) []segment {
-	var segs []segment
+	sorted := make(map[string][]int32, len(keys))
+	n := 0
 	for _, k := range keys {
 		ids := append([]int32(nil), byKey[k]...)
 		sort.Slice(ids, func(i, j int) bool {
@@ -121,43 +153,62 @@ func segmentsOf(holds []hold, keys []string, byKey map[string][]int32, split boo
 			}
 			return ids[i] < ids[j]
 		})
+		sorted[k] = ids
+		n += cutsOf(holds, ids, split, func(int, int32, int64) {}) + 1
+	}
+	// Counted first, so the list is made once: a run at the ceiling has about one per hold, and
+	// growing it by append allocated three times what it keeps.
+	segs := make([]segment, 0, n)
+	for _, k := range keys {
+		ids := sorted[k]
 		begin, carry, in := 0, free, int64(0)
-		// Over the holds before the current one: the latest acquire completion, the latest end
-		// (and whose), and the second latest end.
-		var lastStart, end1, end2 int64 = 0, math.MinInt64, math.MinInt64
-		held := free
-		for i, id := range ids {
-			h := &holds[id]
-			if split && i > 0 {
-				cut, at := free, int64(0)
-				ok := end1 < h.Invoke // quiet point: every earlier hold is over
-				if !ok {
-					// Held point: t in (lo, hi) is covered only by the hold with the latest end.
-					lo, hi := max(lastStart, end2), min(h.Invoke, end1)
-					if hi-lo >= 2 {
-						ok, cut, at = true, held, lo+1
-					}
-				}
-				if ok {
-					segs = append(segs, segment{key: k, holds: ids[begin:i], carry: carry, in: in, cut: cut, out: at})
-					begin, carry, in = i, cut, at
-				}
-			}
-			if i == 0 || h.Start > lastStart {
-				lastStart = h.Start
-			}
-			switch {
-			case h.End > end1:
-				end2, end1, held = end1, h.End, id
-			case h.End > end2:
-				end2 = h.End
-			}
-		}
+		cutsOf(holds, ids, split, func(i int, cut int32, at int64) {
+			segs = append(segs, segment{holds: ids[begin:i], carry: carry, in: in, cut: cut, out: at})
+			begin, carry, in = i, cut, at
+		})
 		if begin < len(ids) || carry != free {
-			segs = append(segs, segment{key: k, holds: ids[begin:], carry: carry, in: in, cut: free})
+			segs = append(segs, segment{holds: ids[begin:], carry: carry, in: in, cut: free})
 		}
 	}
 	return segs
+}
+
+// cutsOf calls at(i, cut, t) for each cut point of a key's holds ids (sorted by invoke) before the
+// hold ids[i]: cut is the hold that holds the lock there (free at a quiet point), t the instant.
+// It returns how many there were; none unless split.
+func cutsOf(holds []hold, ids []int32, split bool, at func(i int, cut int32, t int64)) int {
+	// Over the holds before the current one: the latest acquire completion, the latest end
+	// (and whose), and the second latest end.
+	var lastStart, end1, end2 int64 = 0, math.MinInt64, math.MinInt64
+	held, cuts := free, 0
+	for i, id := range ids {
+		h := &holds[id]
+		if split && i > 0 {
+			cut, t := free, int64(0)
+			ok := end1 < h.Invoke // quiet point: every earlier hold is over
+			if !ok {
+				// Held point: t in (lo, hi) is covered only by the hold with the latest end.
+				lo, hi := max(lastStart, end2), min(h.Invoke, end1)
+				if hi-lo >= 2 {
+					ok, cut, t = true, held, lo+1
+				}
+			}
+			if ok {
+				at(i, cut, t)
+				cuts++
+			}
+		}
+		if i == 0 || h.Start > lastStart {
+			lastStart = h.Start
+		}
+		switch {
+		case h.End > end1:
+			end2, end1, held = end1, h.End, id
+		case h.End > end2:
+			end2 = h.End
+		}
+	}
+	return cuts
 }
 
 // segmentOps turns a segment into porcupine operations: an acquire spans [invoke, completion], a
@@ -230,14 +281,14 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 				}
 				seg := &segs[i]
 				if seg.ops() > maxSegmentOps {
-					seg.result = porcupine.Unknown
+					seg.result = segUnknown
 					tooLarge.Add(1)
 					continue
 				}
 				var left time.Duration
 				if timeout > 0 {
 					if left = time.Until(deadline); left <= 0 {
-						seg.result = porcupine.Unknown
+						seg.result = segUnknown
 						timedOut.Add(1)
 						continue
 					}
@@ -246,13 +297,13 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 				if !alwaysPorcupine {
 					var ok bool
 					if spans, ok = sequential(holds, seg, spans[:0]); ok {
-						seg.result = porcupine.Ok
+						seg.result = segOk
 						continue
 					}
 				}
 				ops = segmentOps(holds, seg, ops[:0])
-				seg.result = porcupine.CheckOperationsTimeout(model, ops, left)
-				if seg.result == porcupine.Unknown {
+				seg.result = resultOf(porcupine.CheckOperationsTimeout(model, ops, left))
+				if seg.result == segUnknown {
 					timedOut.Add(1)
 				}
 			}
@@ -261,7 +312,7 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 	wg.Wait()
 	out := porcupineOutcome{result: porcupine.Ok, timedOut: int(timedOut.Load()), tooLarge: int(tooLarge.Load())}
 	for i := range segs {
-		switch segs[i].result {
+		switch segs[i].result.check() {
 		case porcupine.Illegal:
 			out.result = porcupine.Illegal
 		case porcupine.Unknown:
@@ -278,7 +329,7 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 // segment porcupine could not decide, too long for it or out of time, is decided by the sweep alone,
 // and decidedBy says so. A segment on which the two disagree is a bug in lockpick, not a finding: the
 // verdict is then unknown and errs says where.
-func decide(segs []segment, out porcupineOutcome, overlaps int, errs *[]string) (v Verdict, decidedBy string) {
+func decide(holds []hold, segs []segment, out porcupineOutcome, overlaps int, errs *[]string) (v Verdict, decidedBy string) {
 	v = Valid
 	if overlaps > 0 {
 		v = Invalid
@@ -286,14 +337,14 @@ func decide(segs []segment, out porcupineOutcome, overlaps int, errs *[]string) 
 	left := 0
 	for i := range segs {
 		s := &segs[i]
-		if s.result == porcupine.Unknown {
+		if s.result == segUnknown {
 			left++
 			continue
 		}
-		if (s.result == porcupine.Illegal) != (s.violations > 0) {
+		if (s.result == segIllegal) != (s.violations > 0) {
 			v = Unknown
 			*errs = append(*errs, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
-				s.key, i, porcupineWord(s.result), s.violations))
+				s.key(holds), i, porcupineWord(s.result.check()), s.violations))
 		}
 	}
 	var why []string

@@ -133,8 +133,8 @@ func shortcutAgrees(evs []history.Event, decided *int) string {
 				continue
 			}
 			*decided++
-			if forced[i].result != porcupine.Ok {
-				return fmt.Sprintf("segment %d (%d holds, split %v): porcupine says %s, the shortcut ok: %v", i, len(forced[i].holds), split, porcupineWord(forced[i].result), spans)
+			if forced[i].result.check() != porcupine.Ok {
+				return fmt.Sprintf("segment %d (%d holds, split %v): porcupine says %s, the shortcut ok: %v", i, len(forced[i].holds), split, porcupineWord(forced[i].result.check()), spans)
 			}
 		}
 	}

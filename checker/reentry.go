@@ -99,7 +99,7 @@ func reenter(h *hold, e *history.Event) {
 // own deadline had passed on arrival (it promised nothing, as a lease expired on arrival grants
 // nothing). A crashed process's hold takes no renewal: the news comes from a dead client.
 func renewHold(h *hold, t, deadline int64) (late bool) {
-	if h.EndedBy == "crash" {
+	if h.EndedBy == endCrash {
 		return false
 	}
 	if h.dead || t >= h.Deadline {
@@ -112,7 +112,7 @@ func renewHold(h *hold, t, deadline int64) (late bool) {
 	}
 	if deadline > h.Deadline {
 		h.Deadline = deadline
-		if h.EndedBy == "expiry" {
+		if h.EndedBy == endExpiry {
 			h.End = deadline
 		}
 	}
@@ -125,11 +125,11 @@ func endedWord(h *hold) string {
 	switch {
 	case h.dead:
 		return fmt.Sprintf("its lease had expired on arrival at %s", FormatTime(h.Start))
-	case h.EndedBy == "lost":
+	case h.EndedBy == endLost:
 		return "its lease was lost at " + FormatTime(h.End)
-	case h.EndedBy == "crash":
+	case h.EndedBy == endCrash:
 		return "it crashed at " + FormatTime(h.End)
-	case h.EndedBy == "release":
+	case h.EndedBy == endRelease:
 		return "it left the lock at " + FormatTime(h.End)
 	}
 	return "its lease expired at " + FormatTime(h.Deadline)

@@ -594,7 +594,7 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 				continue
 			}
 			a := &p.holds[best]
-			tr := TokenRegression{Key: k, Earlier: a.HoldInfo, Later: h.HoldInfo}
+			tr := TokenRegression{Key: k, Earlier: a.info(), Later: h.info()}
 			var hits []string
 			for _, ni := range p.nemesis {
 				e := p.nemesisEvent(st, ni)
@@ -602,7 +602,7 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 					continue
 				}
 				for _, node := range e.Nodes {
-					if slices.Contains(h.Nodes, node) {
+					if slices.Contains(h.nodes(), node) {
 						hits = append(hits, describeNemesisEvent(e, nil))
 						break
 					}
@@ -612,9 +612,9 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 			case promoted != "":
 				tr.Cause = promoted
 			case len(hits) > 0:
-				tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.Nodes, " "))
+				tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.nodes(), " "))
 			default:
-				tr.Cause = "no fault hit " + strings.Join(h.Nodes, " ") + " in between: the lock itself handed out a lower token"
+				tr.Cause = "no fault hit " + strings.Join(h.nodes(), " ") + " in between: the lock itself handed out a lower token"
 			}
 			tr.Description = fmt.Sprintf("key %s: p%d got token %d at %s after p%d had got token %d at %s; %s",
 				k, h.Process, h.Token, FormatTime(h.Start), a.Process, a.Token, FormatTime(a.Start), tr.Cause)
@@ -639,7 +639,7 @@ func sameLeaseAgain(a, h *hold) bool {
 // announced up to announceLag after the later grant counts.
 func promotionCause(st *store, p *parsed, a, h *hold) string {
 	const announceLag = int64(time.Second)
-	if slices.Equal(a.Nodes, h.Nodes) {
+	if slices.Equal(a.nodes(), h.nodes()) {
 		return ""
 	}
 	for _, ri := range p.roles {
@@ -647,7 +647,7 @@ func promotionCause(st *store, p *parsed, a, h *hold) string {
 		if e.Time < a.Invoke || e.Time > h.Start+announceLag {
 			continue
 		}
-		for _, n := range h.Nodes {
+		for _, n := range h.nodes() {
 			if e.Roles[n] != "primary" {
 				continue
 			}
@@ -655,16 +655,16 @@ func promotionCause(st *store, p *parsed, a, h *hold) string {
 			for _, ni := range p.nemesis {
 				f := p.nemesisEvent(st, ni)
 				if f.Type == history.Invoke && f.Effect == history.EffectFault && f.Time >= a.Invoke && f.Time <= h.Start &&
-					slices.ContainsFunc(f.Nodes, func(x string) bool { return slices.Contains(a.Nodes, x) }) {
+					slices.ContainsFunc(f.Nodes, func(x string) bool { return slices.Contains(a.nodes(), x) }) {
 					hits = append(hits, describeNemesisEvent(f, nil))
 				}
 			}
-			what := "no fault hit " + strings.Join(a.Nodes, " ")
+			what := "no fault hit " + strings.Join(a.nodes(), " ")
 			if len(hits) > 0 {
 				what = strings.Join(hits, ", ")
 			}
 			return fmt.Sprintf("%s gave the earlier token; %s; %s was promoted to primary (announced at %s) and its token counter had not seen %s's last increments",
-				strings.Join(a.Nodes, " "), what, n, FormatTime(e.Time), strings.Join(a.Nodes, " "))
+				strings.Join(a.nodes(), " "), what, n, FormatTime(e.Time), strings.Join(a.nodes(), " "))
 		}
 	}
 	return ""

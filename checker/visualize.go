@@ -30,7 +30,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 		shown, skipped := 0, 0
 		for i := range segs {
 			s := &segs[i]
-			if s.result != porcupine.Illegal && s.violations == 0 {
+			if s.result != segIllegal && s.violations == 0 {
 				continue
 			}
 			if shown+s.ops() > maxOps {
@@ -96,7 +96,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 			Start:           max(a.Start, b.Start),
 			End:             min(a.End, b.End),
 			Description:     fmt.Sprintf("p%d and p%d overlap", a.Process, b.Process),
-			Details:         fmt.Sprintf("key %s: %s and %s", a.key, describeHold(a.HoldInfo), describeHold(b.HoldInfo)),
+			Details:         fmt.Sprintf("key %s: %s and %s", a.key, describeHold(a.info()), describeHold(b.info())),
 			BackgroundColor: "#fca5a5",
 		})
 	}

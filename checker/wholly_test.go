@@ -17,7 +17,7 @@ func TestWhollyInFaultsMatchesEveryPair(t *testing.T) {
 		holds := make([]hold, rng.Intn(50))
 		for i := range holds {
 			inv := rng.Int63n(1200)
-			holds[i] = hold{HoldInfo: HoldInfo{Invoke: inv, Start: inv + rng.Int63n(100)}}
+			holds[i] = hold{Invoke: inv, Start: inv + rng.Int63n(100)}
 		}
 		want := 0
 		for _, h := range holds {

@@ -1,0 +1,89 @@
+package checker
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/lockpick-dev/lockpick/history"
+)
+
+// quietHistory writes n grants of one key by 10 processes in turn, each released before the next
+// acquire is invoked (a quiet point between every two holds), as JSON lines: the shape of a run at
+// the ceiling, where nearly every hold is a segment of its own.
+func quietHistory(n int) []byte {
+	var b bytes.Buffer
+	t, idx := int64(1_000_000), 0
+	line := func(typ string, p int, f, extra string) {
+		fmt.Fprintf(&b, `{"index":%d,"time":%d,"type":"%s","process":%d,"f":"%s","key":"k0"%s}`+"\n", idx, t, typ, p, f, extra)
+		idx++
+		t += 50_000
+	}
+	for i := range n {
+		p := i % 10
+		v := fmt.Sprintf(`,"value":"p%d-%d"`, p, i)
+		line("invoke", p, "acquire", "")
+		line("ok", p, "acquire", fmt.Sprintf(`%s,"token":%d,"deadline":%d,"validity":100000000,"nodes":["n1"]`, v, i+1, t+100_000_000))
+		line("invoke", p, "release", v)
+		line("ok", p, "release", v)
+	}
+	return b.Bytes()
+}
+
+// keptAfterStream is the live heap, in bytes, of what the checker keeps once it has read the
+// history (the parser's holds, findings, statistics and store), before the steps after the stream.
+func keptAfterStream(t *testing.T, data []byte) (kept uint64, holds int) {
+	t.Helper()
+	st := streamStore()
+	v, pr := newValidator(st), newParser(st)
+	s := history.NewScanner(bytes.NewReader(data))
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for s.Scan() {
+		st.push(s.Event(), s.Line())
+		if err := v.event(st.n - 1); err != nil {
+			t.Fatal(err)
+		}
+		pr.event(st.n - 1)
+		st.settle()
+	}
+	p := pr.finish()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(st)
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(data) // counted in before: it must be in after too
+	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc), len(p.holds)
+}
+
+// TestKeptStatePerGrant bounds what the checker keeps for each grant of a long run: 4N grants may
+// cost at most 4x (plus slack) what N cost, and each grant at most maxKeptPerGrant bytes. The
+// checker still keeps one hold per grant (see docs/speed.md, "The checker's own memory"), so this
+// fails if that record grows back, or if anything else starts to be kept per event.
+func TestKeptStatePerGrant(t *testing.T) {
+	if s := unsafe.Sizeof(hold{}); s > 128 {
+		t.Errorf("a hold is %d bytes, more than 128", s)
+	}
+	if s := unsafe.Sizeof(segment{}); s > 56 {
+		t.Errorf("a segment is %d bytes, more than 56", s)
+	}
+	const n = 20_000
+	small, hs := keptAfterStream(t, quietHistory(n))
+	large, hl := keptAfterStream(t, quietHistory(4*n))
+	if hs != n || hl != 4*n {
+		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
+	}
+	per := float64(large-min(large, small)) / float64(hl-hs)
+	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
+	// A hold (128 bytes, its value's few bytes), its place among the culprits' releases (40 bytes),
+	// two latencies (8 bytes), and the slack of slices grown by append: 201 bytes measured, 266
+	// before holds and segments were narrowed.
+	const maxKeptPerGrant = 225
+	if per > maxKeptPerGrant {
+		t.Errorf("the checker keeps %.0f bytes a grant, more than %d", per, maxKeptPerGrant)
+	}
+}
