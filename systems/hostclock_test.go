@@ -2,6 +2,7 @@ package systems
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,5 +87,31 @@ func TestHostClockWithoutRecord(t *testing.T) {
 		if _, err := RunHostClock(rec, args); err == nil {
 			t.Errorf("%v was taken", args)
 		}
+	}
+}
+
+// Hosts on their own kernels pass; a host on this machine's kernel, or two hosts on one, are
+// refused saying why and how to allow it.
+func TestSharedKernelsRefused(t *testing.T) {
+	m := func(name, boot string) *sshMachine { return &sshMachine{name: name, bootID: boot} }
+	if err := sharedKernels("local", []*sshMachine{m("n1", "a"), m("n2", "b")}); err != nil {
+		t.Errorf("own kernels: %v", err)
+	}
+	for _, ms := range [][]*sshMachine{{m("n1", "a"), m("n2", "local")}, {m("n1", "a"), m("n2", "a")}} {
+		err := sharedKernels("local", ms)
+		if err == nil || !strings.Contains(err.Error(), "--allow-host-clock=shared") || !strings.Contains(err.Error(), "boot_id") {
+			t.Errorf("%s, %s: %v", ms[0].bootID, ms[1].bootID, err)
+		}
+	}
+}
+
+// A survey's record lines are host clocks to restore, and say so.
+func TestLeftoversNameHostClocks(t *testing.T) {
+	l := SSHLeftovers{Host: "n1", Clocks: []string{"/x/run/" + HostClockRecordName}}
+	if l.Count() != 1 || !strings.Contains(l.String(), "1 host clocks (/x/run/hostclock.json)") {
+		t.Errorf("%d: %s", l.Count(), l)
+	}
+	if s := restoreClockScript("/x/run"); !strings.Contains(s, "/x/run/lockpick internal hostclock --record /x/run/hostclock.json restore") {
+		t.Errorf("restore script: %s", s)
 	}
 }
