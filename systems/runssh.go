@@ -151,7 +151,12 @@ func openSSH(ctx context.Context, cfg SSHConfig, localDir, server, shim string, 
 		return nil
 	})
 	if err == nil && cfg.HostClock != "" {
-		err = r.checkHostClocks(ctx)
+		if err = r.checkHostClocks(ctx); err != nil {
+			// Refused before anything ran: nothing of the run may stay on the hosts.
+			for _, m := range r.machines {
+				err = errors.Join(err, removeRunDir(context.WithoutCancel(ctx), m))
+			}
+		}
 	}
 	if err != nil {
 		r.closeMachines(ctx)
@@ -358,14 +363,20 @@ func (r *sshRunner) close(ctx context.Context) error {
 		if err := r.removeRules(ctx, m); err != nil {
 			errs = append(errs, err)
 		}
-		// The host's directory goes too once no other run uses it (rmdir fails on a non-empty one).
-		rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
-		if _, err := m.h.Sh(ctx, rm); err != nil {
-			errs = append(errs, fmt.Errorf("host %s: remove the run's directory: %w", m.name, err))
-		}
+		errs = append(errs, removeRunDir(ctx, m))
 	}
 	r.closeMachines(ctx)
 	return errors.Join(errs...)
+}
+
+// removeRunDir removes the run's directory on m, and the host's once no other run uses it (rmdir
+// fails on a non-empty one).
+func removeRunDir(ctx context.Context, m *sshMachine) error {
+	rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
+	if _, err := m.h.Sh(ctx, rm); err != nil {
+		return fmt.Errorf("host %s: remove the run's directory: %w", m.name, err)
+	}
+	return nil
 }
 
 func (r *sshRunner) closeMachines(context.Context) {
