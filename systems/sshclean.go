@@ -63,9 +63,10 @@ func SurveySSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 }
 
 // CleanSSH removes what runs of the ssh backend left on each host (a run killed with SIGKILL
-// cannot remove its servers, rules and files itself) and returns what it removed. It touches
-// only processes whose working directory lies under the host's directory of SSHBaseDir, rules
-// with lockpick's comment, and that directory: a run still going on the same hosts loses its nodes.
+// cannot remove its servers, rules and files itself) and returns what it removed; a host clock
+// such a run moved it first restores from the run's record. It touches only processes whose
+// working directory lies under the host's directory of SSHBaseDir, rules with lockpick's comment,
+// and that directory: a run still going on the same hosts loses its nodes.
 func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 	return eachSSHHost(ctx, cfg, func(h *sshhost.Host, addr string) (SSHLeftovers, error) {
 		l, err := survey(ctx, h, addr)
