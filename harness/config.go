@@ -132,6 +132,9 @@ type Config struct {
 	SSHKey          string   `json:"ssh_key,omitempty"`
 	SSHKnownHosts   string   `json:"ssh_known_hosts,omitempty"`
 	SSHFingerprints []string `json:"ssh_fingerprints,omitempty"`
+	// AllowHostClock lets clock:source=host move the ssh hosts' real clocks: systems.HostClockOwn,
+	// or systems.HostClockShared where hosts share a kernel; empty refuses it.
+	AllowHostClock string `json:"allow_host_clock,omitempty"`
 	// Endpoints are the servers of the external backend, host:port each, run by someone else.
 	Endpoints []string `json:"endpoints,omitempty"`
 	// KeyPrefix goes before every lock key; the external backend sets a unique one, and deletes

@@ -81,6 +81,12 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"client command missing", func(c *Config) { c.Lock, c.ClientCmd = "client", []string{"./no/such/client"} }, `--client-cmd: cannot run "./no/such/client"`},
 		{"client command on a built-in lock", func(c *Config) { c.ClientCmd = []string{"true"} }, "belong to --lock client, not --lock single"},
 		{"unknown client capability", func(c *Config) { c.Lock, c.ClientCmd, c.ClientCaps = "client", []string{"true"}, []string{"telepathy"} }, `unknown capability "telepathy"`},
+		{"host clock on local nodes", func(c *Config) { c.Nemesis = "clock:source=host" }, "--nemesis clock with source=host needs host clocks, and --backend local nodes share this machine's clock, which lockpick does not move: use --backend ssh"},
+		{"host clock not allowed", func(c *Config) {
+			c.Backend, c.SSHHosts, c.SSHKey, c.SSHFingerprints, c.Nemesis = "ssh", []string{"n1"}, "config_test.go", []string{"SHA256:x"}, "clock:source=host"
+		}, "steps and slews the real clocks of the --hosts as root (every process there sees it; restored at the heal, the run's end and by lockpick clean): allow it with --allow-host-clock"},
+		{"host clock allowed, unused", func(c *Config) { c.AllowHostClock = "yes" }, "--allow-host-clock allows clock:source=host, and no --nemesis moves the hosts' clocks"},
+		{"host clock allowed badly", func(c *Config) { c.AllowHostClock = "always" }, "--allow-host-clock=always: use --allow-host-clock (hosts with kernels of their own) or --allow-host-clock=shared"},
 		{"extend on a client without it", func(c *Config) { c.Lock, c.ClientCmd, c.Extend = "client", []string{"true"}, true }, "--lock client cannot renew"},
 	}
 	for _, tc := range cases {

@@ -43,6 +43,8 @@ type Option struct {
 	Values func() []string
 	// Words splits a list at spaces (a command and its arguments) rather than at commas.
 	Words bool
+	// Bare is the value of the flag given without one (--allow-host-clock); empty: a value is needed.
+	Bare string
 	// field points at the Config field the option sets.
 	field func(*Config) any
 }
@@ -153,6 +155,9 @@ func Options() []Option {
 			Help: "known_hosts file that must list every host's key, for --backend ssh (default ~/.ssh/known_hosts; a host key is never accepted unseen)", field: func(c *Config) any { return &c.SSHKnownHosts }},
 		{Name: "ssh-fingerprint", Key: "ssh_fingerprint", Commands: runOnly, WithFile: true,
 			Help: "instead of --ssh-known-hosts: each host's key fingerprint (SHA256:..., as ssh-keygen -lf prints it), comma-separated in the order of --hosts", field: func(c *Config) any { return &c.SSHFingerprints }},
+		{Name: "allow-host-clock", NoKey: "moving the hosts' real clocks is the caller's to allow, never a scenario file's", Commands: runOnly, WithFile: true, Bare: systems.HostClockOwn,
+			Values: func() []string { return []string{systems.HostClockOwn, systems.HostClockShared} },
+			Help:   "let clock:source=host step and slew the real clocks of the --hosts of --backend ssh, as root (restored at the end and by lockpick clean; docs/ssh.md); =shared also where hosts share a kernel with each other or this machine, whose clock then moves too", field: func(c *Config) any { return &c.AllowHostClock }},
 		{Name: "endpoints", NoKey: "servers of the caller's, not part of what a scenario tests", Commands: runOnly,
 			Help: "servers of --backend external, host:port[,host:port...]: redis masters someone else runs (one for single, fenced and watchdog locks, an odd number for redlock)", field: func(c *Config) any { return &c.Endpoints }},
 		{Name: "master-name", NoKey: "belongs with --endpoints, which a scenario does not set", Commands: runOnly,

@@ -259,6 +259,11 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	if backend.ClockShim() {
 		env.Clocks = backend
 	}
+	if m, ok := backend.(systems.HostClockMover); ok {
+		if hc := m.HostClocks(); hc != nil {
+			env.HostClocks = hc
+		}
+	}
 	if nc, ok := backend.(nemesis.NetCutter); ok {
 		env.Net = nc
 	}

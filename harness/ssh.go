@@ -15,6 +15,9 @@ import (
 // key (known_hosts, or a fingerprint per host), with the user's defaults filled in; on another
 // backend none of them may be given.
 func (c *Config) resolveSSH() error {
+	if err := c.resolveHostClock(); err != nil {
+		return err
+	}
 	if c.Backend != systems.BackendSSH {
 		if len(c.SSHHosts) > 0 || c.SSHUser != "" || c.SSHKey != "" || c.SSHKnownHosts != "" || len(c.SSHFingerprints) > 0 {
 			return fmt.Errorf("--hosts and --ssh-* say where and how --backend ssh runs the nodes, and the backend is %s: drop them, or add --backend ssh", c.Backend)
@@ -52,6 +55,21 @@ func (c *Config) resolveSSH() error {
 	return c.resolveHostKeys(home)
 }
 
+// resolveHostClock checks --allow-host-clock against the faults: moving the hosts' real clocks is
+// the user's to allow, explicitly, and the flag means nothing without a fault that does.
+func (c *Config) resolveHostClock() error {
+	f, moves := c.faultNeeding(nemesis.HostClocks)
+	switch {
+	case c.AllowHostClock != "" && c.AllowHostClock != systems.HostClockOwn && c.AllowHostClock != systems.HostClockShared:
+		return fmt.Errorf("--allow-host-clock=%s: use --allow-host-clock (hosts with kernels of their own) or --allow-host-clock=shared (also hosts that share a kernel with each other or this machine)", c.AllowHostClock)
+	case moves && c.AllowHostClock == "":
+		return fmt.Errorf("--nemesis %s steps and slews the real clocks of the --hosts as root (every process there sees it; restored at the heal, the run's end and by lockpick clean): allow it with --allow-host-clock (docs/ssh.md)", f)
+	case !moves && c.AllowHostClock != "":
+		return fmt.Errorf("--allow-host-clock allows clock:source=host, and no --nemesis moves the hosts' clocks: drop it, or add --nemesis clock:source=host")
+	}
+	return nil
+}
+
 // resolveHostKeys checks that every host's key can be checked: a fingerprint per host, or a
 // known_hosts file that exists.
 func (c *Config) resolveHostKeys(home string) error {
@@ -85,11 +103,16 @@ func fileExists(p string) bool {
 func (c *Config) sshConfig(dir string) (systems.SSHConfig, error) {
 	sc := systems.SSHConfig{Hosts: c.SSHHosts, User: c.SSHUser, Key: c.SSHKey, KnownHosts: c.SSHKnownHosts,
 		Fingerprints: c.SSHFingerprints, Run: filepath.Base(dir)}
-	if _, ok := c.faultNeeding(nemesis.PeerLatency); ok {
-		// The hosts read the slowed paths' packet queues with this binary (docs/ssh.md).
+	_, slows := c.faultNeeding(nemesis.PeerLatency)
+	if _, ok := c.faultNeeding(nemesis.HostClocks); ok {
+		sc.HostClock = c.AllowHostClock
+	}
+	if slows || sc.HostClock != "" {
+		// The hosts read the slowed paths' packet queues and move their clocks with this binary
+		// (docs/ssh.md).
 		exe, err := os.Executable()
 		if err != nil {
-			return sc, fmt.Errorf("latency between servers over ssh uploads lockpick's own binary to the hosts: %w", err)
+			return sc, fmt.Errorf("latency between servers and host clocks over ssh upload lockpick's own binary to the hosts: %w", err)
 		}
 		sc.Lockpick = exe
 	}
@@ -140,7 +163,23 @@ func (c *Config) dryRunSSH(p func(format string, args ...any)) {
 	if _, ok := c.faultNeeding(nemesis.NodeClocks); ok {
 		p("  clocks: the clock shim is uploaded to each host's run directory and each node's clock file is written in place there")
 	}
+	if _, ok := c.faultNeeding(nemesis.HostClocks); ok {
+		c.dryRunHostClock(p)
+	}
 	p("  at the end: every node killed, its *.log copied into the run's store, the run's rules and directory removed on every host (after a killed run: lockpick clean --backend ssh --hosts ...)")
+}
+
+// dryRunHostClock says per host how the host clock fault moves its real clock and puts it back.
+func (c *Config) dryRunHostClock(p func(format string, args ...any)) {
+	shared := "refused if any two hosts, or a host and this machine, share a kernel (boot_id)"
+	if c.AllowHostClock == systems.HostClockShared {
+		shared = "hosts sharing a kernel (boot_id) move together, once, and one on this machine's kernel moves the harness's clock too"
+	}
+	for _, h := range c.SSHHosts {
+		p("  host %s: its real clock (CLOCK_REALTIME) stepped and slewed as root by lockpick's own binary in %s/RUN (adjtimex), the net offset and the tick and frequency found recorded in %s/RUN/%s; put back at each heal, at the run's end, and by lockpick clean after a killed run",
+			h, systems.SSHHostDir(h), systems.SSHHostDir(h), systems.HostClockRecordName)
+	}
+	p("  host clocks: %s; refused where a time daemon (chronyd, ntpd, systemd-timesyncd) runs", shared)
 }
 
 // OverrideSSH sets on c the ssh options that from gives (the flags given with a scenario file).
@@ -154,4 +193,5 @@ func (c *Config) OverrideSSH(from Config) {
 	c.SSHUser = cmp.Or(from.SSHUser, c.SSHUser)
 	c.SSHKey = cmp.Or(from.SSHKey, c.SSHKey)
 	c.SSHKnownHosts = cmp.Or(from.SSHKnownHosts, c.SSHKnownHosts)
+	c.AllowHostClock = cmp.Or(from.AllowHostClock, c.AllowHostClock)
 }

@@ -38,6 +38,9 @@ const (
 	// Sessions: a server can end a client's session, as an administrator (or a pooler, or an
 	// idle timeout) does (PostgreSQL's pg_terminate_backend).
 	Sessions
+	// HostClocks: lockpick can move the real clocks of the hosts the servers run on (--backend
+	// ssh, with --allow-host-clock).
+	HostClocks
 
 	capabilityEnd
 )
@@ -47,10 +50,10 @@ const AllCapabilities = capabilityEnd - 1
 
 // nodeSide are the capabilities that act on the servers themselves; a fault that needs none of them
 // is client-side.
-const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion | Sessions
+const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion | Sessions | HostClocks
 
 // capabilityNames are the capabilities' names, in the order of their bits.
-const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks,session ends"
+const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks,session ends,host clocks"
 
 // Has reports whether c holds every capability of need.
 func (c Capability) Has(need Capability) bool { return c&need == need }

@@ -49,11 +49,23 @@ const (
 	ResetQuiet = "quiet"
 )
 
-// Clock moves node wall clocks through the clock shim: a jump forward expires keys early on the
-// nodes it hits, a jump back keeps them late, a strobe flips between the real time and a jump
-// forward. Every fault is followed by a reset.
+// Clock sources: whose clock a fault moves.
+const (
+	// SourceShim moves a node's clock as its clock shim reads it: the node's process alone.
+	SourceShim = "shim"
+	// SourceHost moves the real clock of the host a node runs on (--backend ssh): every process
+	// there, and every node on a host that shares its kernel.
+	SourceHost = "host"
+)
+
+// Clock moves node wall clocks through the clock shim, or the real clocks of their hosts: a jump
+// forward expires keys early on the nodes it hits, a jump back keeps them late, a strobe flips
+// between the real time and a jump forward. Every fault is followed by a reset.
 type Clock struct {
 	Clocks Clocks
+	// Source is SourceShim or SourceHost; host is Env.HostClocks with SourceHost.
+	Source string
+	host   RealClocks
 	Env    Env
 	Nodes  []string
 	// Target is a target kind (TargetKinds); the holder kinds are resolved when the fault starts.
@@ -90,6 +102,9 @@ func clockParams() []Param {
 			Needs: map[string]Capability{ResetQuiet: WriteHolds | Links}},
 		{Name: "slew-rate", Type: TypeShare, Default: "0.005", Help: "with reset=slew, how much faster a clock that is behind runs"},
 		waitParam("max(--interval/2, TTL)"),
+		{Name: "source", Type: TypeChoice, Values: []string{SourceShim, SourceHost}, Default: SourceShim,
+			Help:  "whose clock moves: the node's through the clock shim, or the real clock of its host (--backend ssh with --allow-host-clock: docs/ssh.md)",
+			Needs: map[string]Capability{SourceHost: HostClocks}, Drops: map[string]Capability{SourceHost: NodeClocks}},
 	}
 }
 
@@ -105,6 +120,10 @@ func buildClock(env Env, p *Params) (Nemesis, error) {
 	c.Reset = p.Choice("reset", ResetStep, ResetStep, ResetSlew, ResetQuiet)
 	c.SlewRate = p.Share("slew-rate", 0.005)
 	c.TargetWait = p.Duration("wait", max(env.Interval/2, env.TTL))
+	c.Source = p.Choice("source", SourceShim, SourceShim, SourceHost)
+	if err := c.useHost(env); err != nil {
+		return nil, err
+	}
 	switch {
 	case c.Offset <= 0:
 		return nil, fmt.Errorf("offset must be positive (for example offset=4s)")
@@ -120,6 +139,27 @@ func buildClock(env Env, p *Params) (Nemesis, error) {
 		return nil, fmt.Errorf("slew-rate must be above 0 with reset=slew (for example slew-rate=0.005)")
 	}
 	return c, CheckTarget(env, c.Target)
+}
+
+// useHost makes a clock of source=host move the hosts' clocks, and refuses what it cannot do
+// there: a strobe's steps every period and a slewing reset's every millisecond are round trips
+// over SSH, which neither period nor slew would survive.
+func (c *Clock) useHost(env Env) error {
+	if c.Source != SourceHost {
+		return nil
+	}
+	if slices.Contains(c.Jumps, JumpStrobe) {
+		return fmt.Errorf("jump=strobe with source=host: a strobe steps the clock every period, and a host's clock is a round trip over SSH away: use jump=forward, back or fast")
+	}
+	if c.Reset == ResetSlew {
+		return fmt.Errorf("reset=slew with source=host: the slew moves the clock every millisecond, a round trip over SSH each: use reset=step or quiet")
+	}
+	c.host = env.HostClocks
+	c.Clocks = nil
+	if c.host != nil {
+		c.Clocks = c.host
+	}
+	return nil
 }
 
 // Name implements Nemesis.
@@ -181,6 +221,26 @@ func jumpOp(jump string) string {
 // when none appears within TargetWait the fault is skipped. A reset resolves to the nodes this
 // nemesis actually shifted.
 func (c *Clock) Resolve(ctx context.Context, op Op) (Op, error) {
+	op, err := c.resolve(ctx, op)
+	if err != nil || c.host == nil || op.F == FReset {
+		return op, err
+	}
+	// Hosts that share a kernel share one clock: the fault moves every node on them, and says so.
+	var kin []string
+	for _, n := range op.Nodes {
+		for _, k := range c.host.Kin(n) {
+			if !slices.Contains(kin, k) {
+				kin = append(kin, k)
+			}
+		}
+	}
+	slices.Sort(kin)
+	op.Nodes = kin
+	return op, nil
+}
+
+// resolve is Resolve for the nodes the target names.
+func (c *Clock) resolve(ctx context.Context, op Op) (Op, error) {
 	if op.F == FReset {
 		var nodes []string
 		for _, n := range slices.Sorted(maps.Keys(c.shifted)) {
@@ -235,6 +295,9 @@ func (c *Clock) target(f string) time.Duration {
 
 // Apply implements Nemesis. A strobe runs for Duration before Apply returns.
 func (c *Clock) Apply(ctx context.Context, op Op) error {
+	if c.Clocks == nil && c.Source == SourceHost {
+		return errors.New("the hosts' clocks may not move: source=host needs --backend ssh and --allow-host-clock")
+	}
 	if c.Clocks == nil {
 		return errors.New("the nodes run without the clock shim: the clock nemesis cannot move their clocks")
 	}
@@ -247,6 +310,9 @@ func (c *Clock) Apply(ctx context.Context, op Op) error {
 	case FStrobe:
 		return c.strobe(ctx, op.Nodes)
 	case FRunFast:
+		if c.host != nil {
+			return c.hostDrift(ctx, op.Nodes)
+		}
 		return c.runFast(ctx, op.Nodes)
 	case FReset, history.FResetForward:
 		return c.reset(ctx, op.Nodes)
@@ -317,6 +383,34 @@ func (c *Clock) runFast(ctx context.Context, nodes []string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// hostDrift makes the nodes' host clocks run fast by Rate (the kernel's tick and frequency) for
+// Duration, then at the frequency they had, leaving them ahead until the reset steps them back.
+func (c *Clock) hostDrift(ctx context.Context, nodes []string) error {
+	for _, n := range nodes {
+		c.shifted[n] = 0 // the heal resets it, whatever happens next
+	}
+	stop := func() error {
+		var errs []error
+		for _, n := range nodes {
+			errs = append(errs, c.host.SetClockRate(n, 0))
+			if off, err := c.host.ClockOffset(n); err == nil {
+				c.shifted[n] = off
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range nodes {
+		if err := c.host.SetClockRate(n, c.Rate); err != nil {
+			return errors.Join(err, stop())
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(c.Duration):
+	}
+	return errors.Join(ctx.Err(), stop())
 }
 
 // reset brings the nodes back to the real time: a step, or for clocks behind with ResetSlew a run

@@ -59,6 +59,9 @@ type Param struct {
 	// Needs are the capabilities a value of the parameter adds to its kind's (paths=peers needs
 	// the paths between servers); for choices, every chosen value adds its own.
 	Needs map[string]Capability
+	// Drops are the capabilities of its kind a value makes needless (source=host moves the hosts'
+	// clocks, not the shim's).
+	Drops map[string]Capability
 }
 
 // kinds lists every nemesis.
@@ -166,7 +169,16 @@ func (f Fault) Name() string { return f.Spec.Name }
 
 // Needs are the capabilities the fault needs: its kind's, and those its parameters' values add.
 func (f Fault) Needs() Capability {
-	return f.Kind.Needs | f.paramNeeds()
+	return f.Kind.Needs&^f.paramDrops() | f.paramNeeds()
+}
+
+// paramDrops are the capabilities of the kind the fault's parameter values make needless.
+func (f Fault) paramDrops() Capability {
+	var c Capability
+	for _, p := range f.Kind.Params {
+		c |= p.Drops[f.Spec.Params[p.Name]]
+	}
+	return c
 }
 
 // paramNeeds are the capabilities the fault's parameter values add.

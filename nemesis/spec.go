@@ -242,6 +242,18 @@ type Clocks interface {
 	ClockOffset(node string) (time.Duration, error)
 }
 
+// RealClocks moves the real clocks of the hosts the nodes run on (the ssh backend): SetClockOffset
+// steps a node's host clock to offset from where it would be without the faults, ClockOffset says
+// how far it is now, by the host's record of what was done.
+type RealClocks interface {
+	Clocks
+	// SetClockRate makes a node's host clock run fast by rate from now (0: at the frequency it had),
+	// adding to its offset as it runs.
+	SetClockRate(node string, rate float64) error
+	// Kin are the nodes whose hosts share node's kernel, node among them: their clocks are one.
+	Kin(node string) []string
+}
+
 // RoleView reports the role of every node now (a systems.System is one).
 type RoleView interface {
 	Roles() map[string]systems.Role
@@ -268,6 +280,8 @@ type Env struct {
 	Slow systems.PeerSlower
 	// Clocks is nil when the nodes run without the clock shim.
 	Clocks Clocks
+	// HostClocks is nil unless the hosts' real clocks may move (--backend ssh, --allow-host-clock).
+	HostClocks RealClocks
 	// Nodes are the nodes the count targets (one, minority, majority, all) draw from and the
 	// partition and latency nemeses cut clients from: the nodes that store the lock's data.
 	Nodes []string

@@ -66,8 +66,10 @@ type SSHConfig struct {
 	// Run names the run: its directory on each host, and the comment of its rules.
 	Run string
 	// Lockpick is lockpick's own binary, uploaded to every host to read the packet queues of
-	// slowed paths between servers; empty when the run slows none.
+	// slowed paths between servers and to move the hosts' clocks; empty when the run does neither.
 	Lockpick string
+	// HostClock allows moving the hosts' real clocks: HostClockOwn, HostClockShared, or "" (not).
+	HostClock string
 }
 
 // Dial logs in to one host of c.
@@ -105,6 +107,8 @@ type sshMachine struct {
 	// lockpick is lockpick's binary on the host, when uploaded (SSHConfig.Lockpick).
 	lockpick string
 	nodes    int
+	// bootID names the host's kernel, when its clock may move (SSHConfig.HostClock).
+	bootID string
 }
 
 // sshRunner runs a run's nodes on its hosts, on the node table.
@@ -146,6 +150,14 @@ func openSSH(ctx context.Context, cfg SSHConfig, localDir, server, shim string, 
 		}
 		return nil
 	})
+	if err == nil && cfg.HostClock != "" {
+		if err = r.checkHostClocks(ctx); err != nil {
+			// Refused before anything ran: nothing of the run may stay on the hosts.
+			for _, m := range r.machines {
+				err = errors.Join(err, removeRunDir(context.WithoutCancel(ctx), m))
+			}
+		}
+	}
 	if err != nil {
 		r.closeMachines(ctx)
 		return nil, err
@@ -198,6 +210,12 @@ func (r *sshRunner) openMachine(ctx context.Context, addr, server, shim string) 
 	}
 	if r.cfg.Lockpick != "" {
 		if err := r.uploadLockpick(ctx, m, r.cfg.Lockpick); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	if r.cfg.HostClock != "" {
+		if err := readBootID(ctx, m); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -331,7 +349,8 @@ func (r *sshRunner) close(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	// The readers of slowed paths first: their rules go with them, and their counts are logged.
-	errs := []error{r.unslowAll(ctx)}
+	// Then the hosts' clocks, from their records, before the directories holding them go.
+	errs := []error{r.unslowAll(ctx), r.restoreHostClocks(ctx)}
 	for _, n := range nodes {
 		if err := n.host.(*sshNode).fetchLogs(ctx); err != nil {
 			r.log.Warn("a node's logs could not be copied", "node", n.spec.name, "err", err)
@@ -344,14 +363,20 @@ func (r *sshRunner) close(ctx context.Context) error {
 		if err := r.removeRules(ctx, m); err != nil {
 			errs = append(errs, err)
 		}
-		// The host's directory goes too once no other run uses it (rmdir fails on a non-empty one).
-		rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
-		if _, err := m.h.Sh(ctx, rm); err != nil {
-			errs = append(errs, fmt.Errorf("host %s: remove the run's directory: %w", m.name, err))
-		}
+		errs = append(errs, removeRunDir(ctx, m))
 	}
 	r.closeMachines(ctx)
 	return errors.Join(errs...)
+}
+
+// removeRunDir removes the run's directory on m, and the host's once no other run uses it (rmdir
+// fails on a non-empty one).
+func removeRunDir(ctx context.Context, m *sshMachine) error {
+	rm := fmt.Sprintf("rm -rf %s && { rmdir %s %s 2>/dev/null || true; }", sshhost.Quote(m.dir), sshhost.Quote(path.Dir(m.dir)), SSHBaseDir)
+	if _, err := m.h.Sh(ctx, rm); err != nil {
+		return fmt.Errorf("host %s: remove the run's directory: %w", m.name, err)
+	}
+	return nil
 }
 
 func (r *sshRunner) closeMachines(context.Context) {

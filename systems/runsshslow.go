@@ -118,11 +118,11 @@ func (r *sshRunner) UnslowPeer(ctx context.Context, from, to string) (PeerSlowSt
 }
 
 // uploadLockpick copies lockpick's own binary into the run's directory on m, to run the readers
-// of slowed paths there.
+// of slowed paths and the changes of the host's clock there.
 func (r *sshRunner) uploadLockpick(ctx context.Context, m *sshMachine, bin string) error {
 	f, err := os.Open(bin)
 	if err != nil {
-		return fmt.Errorf("lockpick's binary, for latency between servers: %w", err)
+		return fmt.Errorf("lockpick's binary, for latency between servers or the hosts' clocks: %w", err)
 	}
 	defer f.Close()
 	m.lockpick = path.Join(m.dir, "lockpick")
@@ -131,7 +131,7 @@ func (r *sshRunner) uploadLockpick(ctx context.Context, m *sshMachine, bin strin
 	}
 	// The same architecture and C library as this machine's, or nothing runs: say so now.
 	if _, err := m.h.Sh(ctx, sshhost.Quote(m.lockpick)+" internal nfqueue-delay --help >/dev/null 2>&1"); err != nil {
-		return fmt.Errorf("host %s: lockpick's binary, uploaded for latency between servers, does not run there (another architecture or C library than this machine's?): %w", m.name, err)
+		return fmt.Errorf("host %s: lockpick's binary, uploaded for latency between servers or the hosts' clocks, does not run there (another architecture or C library than this machine's?): %w", m.name, err)
 	}
 	return nil
 }

@@ -4,22 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/lockpick-dev/lockpick/sshhost"
 )
 
 // SSHLeftovers are what runs of the ssh backend left on one host: the servers still running
-// there (pid and command line), the firewall rules of their cuts, and their directories.
+// there (pid and command line), the firewall rules of their cuts, their directories, and the
+// records of host clocks they moved and did not put back (after a clean: what was restored).
 type SSHLeftovers struct {
 	Host      string
 	Processes []string
 	Rules     []string
 	Dirs      []string
+	Clocks    []string
 }
 
 // Count is the number of things left.
-func (l SSHLeftovers) Count() int { return len(l.Processes) + len(l.Rules) + len(l.Dirs) }
+func (l SSHLeftovers) Count() int {
+	return len(l.Processes) + len(l.Rules) + len(l.Dirs) + len(l.Clocks)
+}
 
 // String says what was left, in one line.
 func (l SSHLeftovers) String() string {
@@ -35,10 +40,11 @@ func (l SSHLeftovers) String() string {
 	add("processes", l.Processes)
 	add("firewall rules", l.Rules)
 	add("directories", l.Dirs)
+	add("host clocks", l.Clocks)
 	return l.Host + ": " + strings.Join(parts, ", ")
 }
 
-// The lines a host's survey prints: "P pid cmdline", "R rule", "D dir".
+// The lines a host's survey prints: "P pid cmdline", "R rule", "D dir", "C host clock record".
 const sshSurveyScript = `base=%s
 for p in /proc/[0-9]*; do
 	d=$(readlink "$p/cwd" 2>/dev/null) || continue
@@ -46,6 +52,7 @@ for p in /proc/[0-9]*; do
 done
 if command -v iptables >/dev/null; then iptables -w -S | %s | sed 's/^/R /'; fi
 [ -d "$base" ] && find "$base" -mindepth 1 -maxdepth 1 | sed 's/^/D /'
+[ -d "$base" ] && find "$base" -mindepth 2 -maxdepth 2 -name ` + HostClockRecordName + ` | sed 's/^/C /'
 true`
 
 // SurveySSH lists what runs of the ssh backend left on each host, removing nothing.
@@ -56,13 +63,19 @@ func SurveySSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 }
 
 // CleanSSH removes what runs of the ssh backend left on each host (a run killed with SIGKILL
-// cannot remove its servers, rules and files itself) and returns what it removed. It touches
-// only processes whose working directory lies under the host's directory of SSHBaseDir, rules
-// with lockpick's comment, and that directory: a run still going on the same hosts loses its nodes.
+// cannot remove its servers, rules and files itself) and returns what it removed; a host clock
+// such a run moved it first restores from the run's record. It touches only processes whose
+// working directory lies under the host's directory of SSHBaseDir, rules with lockpick's comment,
+// and that directory: a run still going on the same hosts loses its nodes.
 func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 	return eachSSHHost(ctx, cfg, func(h *sshhost.Host, addr string) (SSHLeftovers, error) {
 		l, err := survey(ctx, h, addr)
 		if err != nil || l.Count() == 0 {
+			return l, err
+		}
+		// The clocks first, from their records: a record that cannot be restored stays, with its
+		// directory, for the next clean.
+		if l.Clocks, err = restoreClocks(ctx, h, addr, l.Clocks); err != nil {
 			return l, err
 		}
 		var pids []string
@@ -87,6 +100,20 @@ func CleanSSH(ctx context.Context, cfg SSHConfig) ([]SSHLeftovers, error) {
 	})
 }
 
+// restoreClocks puts back the host clocks the records say a killed run moved, and says per record
+// what it did.
+func restoreClocks(ctx context.Context, h *sshhost.Host, addr string, records []string) ([]string, error) {
+	var done []string
+	for _, rec := range records {
+		out, err := h.Sh(ctx, restoreClockScript(path.Dir(rec)))
+		if err != nil {
+			return done, fmt.Errorf("clean %s: restore the clock from %s (left there for the next clean): %w", addr, rec, err)
+		}
+		done = append(done, strings.TrimSpace(string(out))+" (from "+rec+")")
+	}
+	return done, nil
+}
+
 // survey lists what runs left on one host.
 func survey(ctx context.Context, h *sshhost.Host, addr string) (SSHLeftovers, error) {
 	l := SSHLeftovers{Host: addr}
@@ -106,6 +133,8 @@ func survey(ctx context.Context, h *sshhost.Host, addr string) (SSHLeftovers, er
 			l.Rules = append(l.Rules, rest)
 		case "D":
 			l.Dirs = append(l.Dirs, rest)
+		case "C":
+			l.Clocks = append(l.Clocks, rest)
 		}
 	}
 	return l, nil

@@ -24,10 +24,11 @@ runs, and the cached node images no container uses. It touches nothing without l
 and nothing of a run still going. Every docker run does the same for containers and networks
 when it starts.
 
-With --backend ssh it logs in to each of --hosts and removes the servers whose working directory
-lies under lockpick's directory there (` + systems.SSHBaseDir + `/HOST), the firewall rules with
-lockpick's comment, and that directory, and says per host what it removed. A run still going on
-the same hosts loses its nodes: clean when none is.`,
+With --backend ssh it logs in to each of --hosts, first puts back the host clock a killed run of
+clock:source=host moved (from the record it left, ` + systems.HostClockRecordName + `), then removes
+the servers whose working directory lies under lockpick's directory there (` + systems.SSHBaseDir + `/HOST),
+the firewall rules with lockpick's comment, and that directory, and says per host what it restored
+and removed. A run still going on the same hosts loses its nodes: clean when none is.`,
 		Example: "  lockpick clean\n  lockpick clean --dry-run\n  lockpick clean --backend ssh --hosts n1,n2,n3 --ssh-key ~/.ssh/lockpick",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

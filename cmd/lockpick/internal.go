@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,11 +10,12 @@ import (
 )
 
 // newInternalCmd holds what lockpick runs of itself where it cannot run in process, hidden from
-// help: the reader of a slowed path's packet queue, in a remote node's network holder.
+// help: the reader of a slowed path's packet queue, in a remote node's network holder, and the
+// host clock fault's changes of an ssh host's clock.
 func newInternalCmd() *cobra.Command {
 	c := &cobra.Command{Use: "internal", Hidden: true, Args: cobra.NoArgs,
 		Short: "Helpers lockpick runs of itself in a node's containers"}
-	c.AddCommand(newNfqueueDelayCmd())
+	c.AddCommand(newNfqueueDelayCmd(), newHostClockCmd())
 	return c
 }
 
@@ -37,5 +39,22 @@ func newNfqueueDelayCmd() *cobra.Command {
 	c.Flags().DurationVar(&jitter, "jitter", 0, "plus or minus up to this much, drawn per packet")
 	// A reader on an ssh host runs detached, its input /dev/null: only SIGTERM ends it there.
 	c.Flags().BoolVar(&untilSignal, "until-signal", false, "ignore the input: only SIGTERM ends the reader")
+	return c
+}
+
+// newHostClockCmd is what the host clock fault runs on an ssh host (systems.HostClockArgs): one
+// change of the host's real clock, kept in the record it names, and one line of output.
+func newHostClockCmd() *cobra.Command {
+	var record string
+	c := &cobra.Command{Use: "hostclock set OFFSET | drift RATE | offset | restore | check", Args: cobra.RangeArgs(1, 2),
+		Short: "Move this host's real clock (adjtimex), keeping a record to restore it from",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			line, err := systems.RunHostClock(record, args)
+			if line != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), line)
+			}
+			return err
+		}}
+	c.Flags().StringVar(&record, "record", "", "the record of what was done to the clock ("+systems.HostClockRecordName+" in the run's directory)")
 	return c
 }

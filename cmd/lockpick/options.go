@@ -48,6 +48,9 @@ func addOption(f *pflag.FlagSet, o harness.Option, cfg *harness.Config, def, hel
 	if v.IsBoolFlag() {
 		fl.NoOptDefVal = "true"
 	}
+	if o.Bare != "" {
+		fl.NoOptDefVal = o.Bare
+	}
 }
 
 // fileFlags are the flags that may go with a scenario file besides the table's WithFile options.

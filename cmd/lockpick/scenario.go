@@ -69,7 +69,8 @@ func overridesFrom(f *pflag.FlagSet, set harness.Config) scenarioOverrides {
 	}
 	o.etcdServer, o.backend = given("etcd-server", set.EtcdServer), given("backend", set.Backend)
 	o.dockerHost, o.dockerPublish = given("docker-host", set.DockerHost), given("docker-publish-host", set.DockerPublishHost)
-	o.ssh = harness.Config{SSHHosts: set.SSHHosts, SSHUser: set.SSHUser, SSHKey: set.SSHKey, SSHKnownHosts: set.SSHKnownHosts, SSHFingerprints: set.SSHFingerprints}
+	o.ssh = harness.Config{SSHHosts: set.SSHHosts, SSHUser: set.SSHUser, SSHKey: set.SSHKey, SSHKnownHosts: set.SSHKnownHosts, SSHFingerprints: set.SSHFingerprints,
+		AllowHostClock: set.AllowHostClock}
 	if f.Changed("seed") {
 		o.seed = &set.Seed
 	}

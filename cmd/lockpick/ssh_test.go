@@ -39,6 +39,13 @@ func (h sshHosts) config(run string) systems.SSHConfig {
 // the test holds a lock on the script while they exist: another package's test waits for them.
 func upSSHHosts(t *testing.T, n int) sshHosts {
 	t.Helper()
+	return upSSHHostSet(t, n, 0)
+}
+
+// upSSHHostSet is upSSHHosts for the script's set of hosts set (LOCKPICK_SSH_SET: namespaces
+// lp-Kh1.., addresses 10.77.K.x), beside the runs using the others.
+func upSSHHostSet(t *testing.T, n, set int) sshHosts {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("skipping: namespace hosts need root")
 	}
@@ -62,7 +69,7 @@ func upSSHHosts(t *testing.T, n int) sshHosts {
 	dir := t.TempDir()
 	run := func(args ...string) string {
 		cmd := exec.Command(script, args...)
-		cmd.Env = append(os.Environ(), "LOCKPICK_SSH_DIR="+filepath.Join(dir, "hosts"))
+		cmd.Env = append(os.Environ(), "LOCKPICK_SSH_DIR="+filepath.Join(dir, "hosts"), fmt.Sprintf("LOCKPICK_SSH_SET=%d", set))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("ssh-hosts.sh %v: %v\n%s", args, err, out)
