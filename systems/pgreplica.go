@@ -29,35 +29,70 @@ type Promoter interface {
 	// every client's path to old onto replica, as a virtual IP or a DNS name moved to it would. It
 	// returns what it did, in a sentence.
 	Promote(ctx context.Context, old, replica string) (string, error)
+	// Rejoin starts the fenced node again, without its data, as a replica of primary (a fresh base
+	// backup: its own timeline may have diverged), as a failover manager rebuilds an old primary.
+	Rejoin(ctx context.Context, node, primary string) (string, error)
 }
 
-// pgSyncNames is the primary's synchronous_standby_names: its replicas, by the application name
-// each connects with (its node name), when replication is synchronous; empty otherwise.
-func pgSyncNames(cfg PostgresConfig, nodes []Node) string {
+// pgSyncNames is a server's synchronous_standby_names: the other servers, by the application name
+// each replicates with (its node name), when replication is synchronous; empty otherwise. A
+// standby ignores it; it takes effect on whichever server is primary.
+func pgSyncNames(cfg PostgresConfig, nodes []Node, self string) string {
 	if !cfg.Synchronous {
 		return ""
 	}
 	var names []string
 	for _, n := range nodes {
-		if n.Role == RoleReplica {
+		if n.Data && n.Name != self {
 			names = append(names, n.Name)
 		}
 	}
 	return strings.Join(names, ",")
 }
 
-// pgReplicaScript is the shell script that runs a replica: its data directory, when missing, is a
-// base backup of the primary taken through the replica's link to it (pg_basebackup -R writes
-// standby.signal), and the server streams from the primary through that link, so that a fault on
-// the link cuts or stalls replication.
-func pgReplicaScript(postgres, basebackup, port, conninfo string) string {
-	return "test -d data || " + basebackup + " -d '" + conninfo + "' -D data -R -X stream --no-sync -c fast || { rm -rf data; exit 1; }; " +
-		"exec " + postgres + " -D data" + pgServerFlags(port) + " -c hot_standby=on -c 'primary_conninfo=" + conninfo + "'"
+// pgUpstream is the file in a server's node directory that holds, while the server is a replica,
+// its connection string to the primary (through its link); without it a missing data directory is
+// a copy of the template.
+const pgUpstream = "upstream"
+
+// pgServerScript is the shell script that runs a server. A missing data directory is a copy of the
+// template, or, when the node has an upstream, a base backup of the primary taken through the
+// node's link to it (pg_basebackup -R writes standby.signal); a replica streams through that link
+// too, so that a fault on the link cuts or stalls replication.
+func pgServerScript(programs []string, port, syncNames string) string {
+	script := "if test ! -d data; then if test -f " + pgUpstream + "; then "
+	if len(programs) > 2 {
+		script += programs[2] + ` -d "$(cat ` + pgUpstream + `)" -D data -R -X stream --no-sync -c fast || { rm -rf data; exit 1; }; `
+	} else {
+		script += "exit 1; "
+	}
+	script += "else cp -a template data; fi; fi; set --; test -f " + pgUpstream + ` && set -- -c "primary_conninfo=$(cat ` + pgUpstream + `)"; ` +
+		"exec " + programs[0] + " -D data" + pgServerFlags(port) + " -c hot_standby=on"
+	if syncNames != "" {
+		script += " -c synchronous_standby_names=" + syncNames
+	}
+	return script + ` "$@"`
+}
+
+// setUpstream makes node a replica of primary at its next start without data: its upstream is its
+// link to primary.
+func (s *postgresSys) setUpstream(node, primary, dir string) error {
+	l, err := s.links.Get(node, primary)
+	if err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(l.Addr)
+	conninfo := fmt.Sprintf("host=%s port=%s user=postgres application_name=%s", host, port, node)
+	if err := os.WriteFile(filepath.Join(dir, pgUpstream), []byte(conninfo), 0o644); err != nil {
+		return fmt.Errorf("postgres %s upstream: %w", node, err)
+	}
+	return nil
 }
 
 // startReplica declares and starts a streaming replica of the primary, pg1.
 func (s *postgresSys) startReplica(ctx context.Context, b *bed, n *Node, cred *syscall.Credential) error {
 	nd := b.nodeDir(n.Name)
+	s.dirs[n.Name] = nd
 	if err := os.MkdirAll(nd, 0o755); err != nil {
 		return fmt.Errorf("postgres replica directory: %w", err)
 	}
@@ -73,13 +108,19 @@ func (s *postgresSys) startReplica(ctx context.Context, b *bed, n *Node, cred *s
 	addr := ports[0].Addr().String()
 	n.Addr = addr
 	_, port, _ := net.SplitHostPort(addr)
-	repl, err := s.links.Add(n.Name, pgNode, s.nodes[0].Addr)
-	if err != nil {
+	// A link each way: the replica streams from the primary, and after a failover the old primary
+	// rejoins as the replica of the promoted one.
+	if _, err := s.links.Add(n.Name, pgNode, s.nodes[0].Addr); err != nil {
 		return err
 	}
-	host, lport, _ := net.SplitHostPort(repl.Addr)
-	conninfo := fmt.Sprintf("host=%s port=%s user=postgres application_name=%s", host, lport, n.Name)
-	spec := nodeSpec{name: n.Name, dir: nd, cmd: []string{"/bin/sh", "-c", pgReplicaScript(b.programs[0], b.programs[2], port, conninfo)},
+	if _, err := s.links.Add(pgNode, n.Name, addr); err != nil {
+		return err
+	}
+	if err := s.setUpstream(n.Name, pgNode, nd); err != nil {
+		return err
+	}
+	script := pgServerScript(b.programs, port, pgSyncNames(b.cfg.Postgres, s.nodes, n.Name))
+	spec := nodeSpec{name: n.Name, dir: nd, cmd: []string{"/bin/sh", "-c", script},
 		addr: addr, reserved: ports[0], data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true,
 		readyLog: pgReadyLog, ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
 	if _, err := b.t.add(ctx, spec); err != nil {
@@ -116,18 +157,43 @@ func (s *postgresSys) Promote(ctx context.Context, old, replica string) (string,
 	}
 	var moved []string
 	for _, g := range s.groups {
-		l, err := s.links.Get(g, old)
-		if err != nil {
-			return "", err
+		for _, n := range s.nodes {
+			l, err := s.links.Get(g, n.Name)
+			if err != nil || l.CurrentUpstream() != from.Addr {
+				continue
+			}
+			if err := s.links.Retarget(l, to.Addr); err != nil {
+				return "", err
+			}
+			moved = append(moved, l.Name())
 		}
-		if err := s.links.Retarget(l, to.Addr); err != nil {
-			return "", err
-		}
-		moved = append(moved, g)
 	}
 	s.roles.update(ctx)
-	return fmt.Sprintf("%s promoted (pg_promote), %s fenced; the paths of client groups %s to %s now lead to %s",
+	return fmt.Sprintf("%s promoted (pg_promote), %s fenced; the clients' paths %s that led to %s now lead to %s",
 		replica, old, strings.Join(moved, " "), old, replica), nil
+}
+
+// Rejoin implements Promoter: node's upstream becomes its link to primary, and it starts without
+// its data, from a base backup of primary.
+func (s *postgresSys) Rejoin(ctx context.Context, node, primary string) (string, error) {
+	n, p := s.node(node), s.node(primary)
+	if n == nil || p == nil || !n.Data || !p.Data {
+		return "", fmt.Errorf("rejoin %s as a replica of %s: no such servers", node, primary)
+	}
+	if s.backend.Running(node) {
+		if err := s.backend.Kill(node); err != nil {
+			return "", err
+		}
+	}
+	if err := s.setUpstream(node, primary, s.dirs[node]); err != nil {
+		return "", err
+	}
+	if err := s.backend.StartEmpty(ctx, node); err != nil {
+		return "", fmt.Errorf("rejoin %s as a replica of %s: %w", node, primary, err)
+	}
+	s.roles.unfence(node)
+	s.roles.update(ctx)
+	return fmt.Sprintf("%s rejoined as a replica of %s (a fresh pg_basebackup)", node, primary), nil
 }
 
 // node is the node named name, or nil.
@@ -190,6 +256,13 @@ func (r *pgRoles) fence(node string) {
 	r.fenced[node] = true
 	r.mu.Unlock()
 	r.set(map[string]Role{node: RoleFenced})
+}
+
+// unfence lets node's own answer give its role again.
+func (r *pgRoles) unfence(node string) {
+	r.mu.Lock()
+	delete(r.fenced, node)
+	r.mu.Unlock()
 }
 
 // update asks every data server that is not fenced what it is, and announces the changes.

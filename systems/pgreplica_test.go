@@ -84,7 +84,8 @@ func postmasterPid(t *testing.T, dir, node string) int {
 
 // The replica copies the primary by streaming through its link to it (a stall of that link holds
 // the rows back), reports itself a replica, and a promotion makes it the primary that the clients'
-// path to the old primary now reaches; nothing of either server outlives Close.
+// path to the old primary now reaches; the old primary rejoins as its replica; nothing of either
+// server outlives Close.
 func TestPostgresReplicaStreamsThroughItsLinkAndIsPromoted(t *testing.T) {
 	sys, dir := startPostgresReplica(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
@@ -124,7 +125,22 @@ func TestPostgresReplicaStreamsThroughItsLinkAndIsPromoted(t *testing.T) {
 		t.Fatalf("the replica has %d rows (%v) after the stall, want 2", n, err)
 	}
 	promoteAndCheck(ctx, t, sys)
-	pids := []int{postmasterPid(t, dir, "pg2")}
+	did, err := sys.(Promoter).Rejoin(ctx, "pg1", "pg2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(did)
+	if n, err := waitCount(ctx, primary.Addr, "t", 3, 10*time.Second); n != 3 {
+		t.Fatalf("the rejoined pg1 has %d rows (%v), want the new primary's 3", n, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for sys.Roles()["pg1"] != RoleReplica && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := sys.Roles(); r["pg1"] != RoleReplica || r["pg2"] != RolePrimary {
+		t.Fatalf("roles after the rejoin %v: want pg1 replica, pg2 primary", r)
+	}
+	pids := []int{postmasterPid(t, dir, "pg1"), postmasterPid(t, dir, "pg2")}
 	if err := sys.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,14 +225,15 @@ func TestPostgresSizeAndSyncNames(t *testing.T) {
 	if err != nil || nodes[0].Name != "pg1" || nodes[1].Name != "pg2" || nodes[1].Role != RoleReplica || !nodes[1].Data {
 		t.Fatalf("layout %v, %v: want pg1 and its replica pg2", nodes, err)
 	}
-	if got := pgSyncNames(PostgresConfig{Replicas: 1}, nodes); got != "" {
+	if got := pgSyncNames(PostgresConfig{Replicas: 1}, nodes, "pg1"); got != "" {
 		t.Errorf("asynchronous replication names %q synchronous standbys", got)
 	}
-	if got := pgSyncNames(PostgresConfig{Replicas: 1, Synchronous: true}, nodes); got != "pg2" {
-		t.Errorf("synchronous_standby_names %q, want pg2", got)
+	sync := PostgresConfig{Replicas: 1, Synchronous: true}
+	if a, b := pgSyncNames(sync, nodes, "pg1"), pgSyncNames(sync, nodes, "pg2"); a != "pg2" || b != "pg1" {
+		t.Errorf("synchronous_standby_names %q on pg1 and %q on pg2, want pg2 and pg1 (the other server)", a, b)
 	}
-	script := pgReplicaScript("/bin/postgres", "/bin/pg_basebackup", "5433", "host=127.0.0.1 port=6000 user=postgres application_name=pg2")
-	for _, want := range []string{"-R -X stream", "-c hot_standby=on", "'primary_conninfo=host=127.0.0.1 port=6000 user=postgres application_name=pg2'", "-p 5433"} {
+	script := pgServerScript([]string{"/bin/postgres", "/bin/initdb", "/bin/pg_basebackup"}, "5433", "pg2")
+	for _, want := range []string{`-d "$(cat upstream)" -D data -R -X stream`, "cp -a template data", "-c hot_standby=on", `"primary_conninfo=$(cat upstream)"`, "-p 5433", "synchronous_standby_names=pg2"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("replica script %q lacks %q", script, want)
 		}

@@ -128,7 +128,8 @@ func (postgresTopology) Clocks() error { return nil }
 // Traits implements Topology.
 func (postgresTopology) Traits() Traits {
 	return Traits{
-		Server: "postgres", Sessions: true,
+		// Peers: a replica streams from the primary through a link (with --replicas 1).
+		Server: "postgres", Sessions: true, Peers: true,
 		NotOn: map[string]string{
 			BackendDocker: "postgres runs on --backend local only: drop --backend docker",
 			BackendSSH:    "postgres runs on --backend local only: drop --backend ssh",
@@ -175,13 +176,15 @@ type postgresSys struct {
 	drops *pgDrops
 	// roles follows what each server says it is (pg_is_in_recovery) and which are fenced.
 	roles *pgRoles
+	// dirs are the servers' node directories.
+	dirs map[string]string
 }
 
 // start initialises a template cluster once (initdb), declares the primary (whose data directory
 // is a copy of the template, made again after a start without data) and starts it, then its
 // replicas and poolers.
 func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
-	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout, groups: b.cfg.Groups, drops: &pgDrops{}}
+	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout, groups: b.cfg.Groups, drops: &pgDrops{}, dirs: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -227,6 +230,7 @@ func pgServerFlags(port string) string {
 // when replication is synchronous.
 func (s *postgresSys) startPrimary(ctx context.Context, b *bed, cred *syscall.Credential) error {
 	nd := b.nodeDir(pgNode)
+	s.dirs[pgNode] = nd
 	ports, err := b.reserve(1)
 	if err != nil {
 		return err
@@ -234,10 +238,7 @@ func (s *postgresSys) startPrimary(ctx context.Context, b *bed, cred *syscall.Cr
 	addr := ports[0].Addr().String()
 	s.nodes[0].Addr = addr
 	_, port, _ := net.SplitHostPort(addr)
-	script := "test -d data || cp -a template data; exec " + b.programs[0] + " -D data" + pgServerFlags(port)
-	if sync := pgSyncNames(b.cfg.Postgres, s.nodes); sync != "" {
-		script += " -c synchronous_standby_names=" + sync
-	}
+	script := pgServerScript(b.programs, port, pgSyncNames(b.cfg.Postgres, s.nodes, pgNode))
 	spec := nodeSpec{name: pgNode, dir: nd, cmd: []string{"/bin/sh", "-c", script}, addr: addr, reserved: ports[0],
 		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog,
 		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
