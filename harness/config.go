@@ -389,8 +389,8 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		BasePort: c.BasePort, ClockShim: shim, Logger: log, Direct: !c.NeedsLinks(),
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
 		Postgres: systems.PostgresConfig{Replicas: c.postgresReplicas(), Synchronous: c.Synchronous},
-		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
-		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
+		Etcd:     systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Backend:  c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
 	}
 }
 
