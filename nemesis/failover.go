@@ -64,8 +64,10 @@ type Failover struct {
 	// Down is how long the primary stays away (killed, stopped or isolated).
 	Down     time.Duration
 	Interval time.Duration
-	// Detect is, where the nemesis promotes (Env.Promoter), how long after the kill it does.
+	// Detect is, where the nemesis promotes, how long after the kill it does.
 	Detect time.Duration
+	// promotes: no sentinel promotes a replica here (postgres), so the nemesis does (Env.Promoter).
+	promotes bool
 
 	toxics pathCutter
 	mu     sync.Mutex
@@ -113,10 +115,11 @@ func buildFailover(env Env, p *Params) (Nemesis, error) {
 	if err := CheckTarget(env, TargetPrimary); err != nil {
 		return nil, fmt.Errorf("needs a system with a primary and replicas (redis-sentinel, postgres --replicas 1): %w", err)
 	}
-	if err := CheckTarget(env, TargetReplicas); err != nil {
-		return nil, fmt.Errorf("needs a replica to promote: add --replicas 1 (%w)", err)
+	if len(RoleNodes(env, TargetReplicas)) == 0 {
+		return nil, errors.New("needs a replica to promote: add --replicas 1")
 	}
-	if env.Promoter != nil && (len(f.Kinds) != 1 || f.Kinds[0] != FailKill) {
+	f.promotes = env.Promoter != nil || len(RoleNodes(env, TargetSentinels)) == 0
+	if f.promotes && (len(f.Kinds) != 1 || f.Kinds[0] != FailKill) {
 		return nil, fmt.Errorf("kind %v: where lockpick promotes the replica itself (postgres) the failover kind is kill: drop kind", f.Kinds)
 	}
 	if f.Detect < 0 {
@@ -142,7 +145,7 @@ func (f *Failover) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 		switch kind {
 		case FailKill:
 			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault})
-			if f.Env.Promoter != nil {
+			if f.promotes {
 				ops = append(ops, Op{At: take + f.Detect, F: "promote", Effect: history.EffectFault})
 			}
 			ops = append(ops, Op{At: back, F: "start", Effect: history.EffectHeal})
@@ -236,7 +239,7 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	f.mu.Lock()
 	f.hit = ""
 	f.mu.Unlock()
-	if f.Env.Promoter != nil && len(RoleNodes(f.Env, TargetReplicas)) == 0 {
+	if f.promotes && len(RoleNodes(f.Env, TargetReplicas)) == 0 {
 		// An earlier failover promoted the only replica and fenced the old primary.
 		f.Env.Log.Info("failover: fault skipped: no replica left to promote", "primary", p)
 		op.Nodes = nil
@@ -253,7 +256,7 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	// Where the nemesis promotes (postgres), the promotion comes Detect after the kill: a hold hit
 	// in its last moments would end before the promoted replica grants anything, so the kill too
 	// waits for a fresh grant.
-	if (restart || f.Env.Promoter != nil) && f.Env.Probe != nil && len(f.Env.Keys) > 0 {
+	if (restart || f.promotes) && f.Env.Probe != nil && len(f.Env.Keys) > 0 {
 		// A restart is over at once: it breaks the lock only if the holder still works when the
 		// next client is granted, so it waits for a fresh grant, with all its work ahead (a hold
 		// hit in its last moments ends before anyone else gets in). None in time: any lease.
@@ -452,6 +455,9 @@ func (f *Failover) promote(ctx context.Context, op Op) error {
 	f.mu.Unlock()
 	if len(op.Nodes) == 0 || old == "" || replica == "" {
 		return nil
+	}
+	if f.Env.Promoter == nil {
+		return fmt.Errorf("failover: the system cannot promote %s itself, and no sentinel does", replica)
 	}
 	did, err := f.Env.Promoter.Promote(ctx, old, replica)
 	if err != nil {

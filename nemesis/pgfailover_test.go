@@ -74,6 +74,10 @@ func TestFailoverOnPostgresPlansAPromotion(t *testing.T) {
 	if _, err := Build(spec, env); err == nil {
 		t.Fatal("failover:kind=pause built where lockpick promotes the replica")
 	}
+	env.Promoter = nil // a configuration checked before the system runs
+	if _, err := Build(spec, env); err == nil {
+		t.Fatal("failover:kind=pause built on postgres's layout, which has no sentinel to promote")
+	}
 	layout, _ = systems.Layout("postgres", systems.Config{})
 	env.Roles = systems.StaticRoles(layout)
 	spec, _ = ParseSpec("failover")
