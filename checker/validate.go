@@ -325,7 +325,7 @@ func (v *validator) system(i int) error {
 }
 
 // knownRoles are the roles a node can have (systems.Role; the checker reads histories only).
-var knownRoles = []string{"master", "primary", "replica", "sentinel", "leader", "follower"}
+var knownRoles = []string{"master", "primary", "replica", "sentinel", "leader", "follower", "fenced"}
 
 // roles checks the roles and note an event may carry: roles name the event's own nodes, on nemesis
 // events (the role each had then) and role changes; a note belongs to a role change.

@@ -58,9 +58,12 @@ type Config struct {
 	// AllowEvenNodes. It stays zero on other systems.
 	Nodes int `json:"nodes,omitempty"`
 	// Replicas and Sentinels size redis-sentinel (one primary, Replicas replicas, Sentinels
-	// sentinels with a majority quorum); zero means 2 and 3. They stay zero on other systems.
+	// sentinels with a majority quorum); zero means 2 and 3. Replicas is also postgres's streaming
+	// replicas (0 or 1, default 0). They stay zero on other systems.
 	Replicas  int `json:"replicas,omitempty"`
 	Sentinels int `json:"sentinels,omitempty"`
+	// Synchronous makes postgres's primary wait for its replica's flush before a commit returns.
+	Synchronous bool `json:"synchronous,omitempty"`
 	// AllowEvenNodes lets redlock run on an even number of nodes (2, 4, ...), which adds a node
 	// without adding a failure the quorum survives; a user who wants it says so.
 	AllowEvenNodes bool     `json:"allow_even_nodes,omitempty"`
@@ -361,6 +364,9 @@ func (c *Config) resolveSystem() error {
 		return err
 	}
 	c.Nodes, c.Replicas, c.Sentinels = size.Nodes, size.Replicas, size.Sentinels
+	if c.Synchronous && (c.System != "postgres" || c.Replicas == 0) {
+		return fmt.Errorf("--synchronous makes postgres's replica synchronous, and this run has none (--lock %s, %d replicas): add --replicas 1 on a postgres lock, or drop --synchronous", c.Lock, c.Replicas)
+	}
 	if t.Traits().LockSized {
 		return c.resolveNodes(needs.Nodes)
 	}
@@ -385,9 +391,18 @@ func (c *Config) systemConfig(dir, shim string, log *slog.Logger) systems.Config
 		Dir: dir, Groups: c.GroupNames(), RedisServer: c.RedisServer, Persistence: systems.Persistence(c.Persistence),
 		BasePort: c.BasePort, ClockShim: shim, Logger: log, Direct: !c.NeedsLinks(),
 		Nodes: c.Nodes, Sentinel: systems.SentinelConfig{Replicas: c.Replicas, Sentinels: c.Sentinels},
-		Etcd:    systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
-		Backend: c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
+		Postgres: systems.PostgresConfig{Replicas: c.postgresReplicas(), Synchronous: c.Synchronous},
+		Etcd:     systems.EtcdConfig{Members: c.Nodes, Server: c.etcdPath()},
+		Backend:  c.Backend, Endpoints: c.Endpoints, KeyPrefix: c.KeyPrefix, MasterName: c.MasterName,
 	}
+}
+
+// postgresReplicas is the postgres system's replica count; zero on other systems.
+func (c *Config) postgresReplicas() int {
+	if c.System != "postgres" {
+		return 0
+	}
+	return c.Replicas
 }
 
 func (c *Config) etcdPath() string {

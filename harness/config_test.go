@@ -198,3 +198,36 @@ func TestExpiryOfAnEtcdLease(t *testing.T) {
 		t.Fatalf("single's expiry: %v, want its TTL", got)
 	}
 }
+
+// postgres takes one streaming replica and --synchronous with it; --synchronous without a replica,
+// or on another system, and two replicas are refused in one line naming the fix.
+func TestPostgresReplicasAndSynchronous(t *testing.T) {
+	base := func() Config {
+		return Config{Lock: "pg-lease", Nemesis: "none", Clients: 1, Keys: 1, TTL: Duration(time.Second), TimeLimit: Duration(2 * time.Second)}
+	}
+	ok := base()
+	ok.Replicas, ok.Synchronous = 1, true
+	if err := ok.Resolve(); err != nil {
+		t.Fatalf("pg-lease with one synchronous replica: %v", err)
+	}
+	if sc := ok.systemConfig("", "", nil); sc.Postgres.Replicas != 1 || !sc.Postgres.Synchronous {
+		t.Fatalf("system config %+v: want one synchronous replica", sc.Postgres)
+	}
+	for _, c := range []struct {
+		replicas int
+		sync     bool
+		lock     string
+		want     string
+	}{
+		{0, true, "pg-lease", "--replicas 1"},
+		{2, false, "pg-lease", "--replicas 1"},
+		{2, true, "sentinel", "drop --synchronous"},
+	} {
+		cfg := base()
+		cfg.Lock, cfg.Replicas, cfg.Synchronous = c.lock, c.replicas, c.sync
+		err := cfg.Resolve()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with %d replicas, synchronous %v: %v, want an error naming %q", c.lock, c.replicas, c.sync, err, c.want)
+		}
+	}
+}

@@ -246,6 +246,9 @@ func buildNemeses(cfg Config, sys *system, log *slog.Logger) ([]nemesis.Nemesis,
 	if s, ok := sys.sut.(systems.SessionEnder); ok {
 		env.Sessions = s
 	}
+	if p, ok := sys.sut.(systems.Promoter); ok {
+		env.Promoter = p
+	}
 	// The nodes the system runs: the configured layout's, or what external sentinels reported.
 	env.Nodes = nil
 	for _, n := range sys.sut.Nodes() {

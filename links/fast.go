@@ -123,7 +123,7 @@ func (l *Link) serve(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", l.Upstream)
+		up, err := net.Dial("tcp", l.upstream())
 		if err != nil {
 			c.Close() // the node refused: so does the link, as a path to a dead node does
 			continue

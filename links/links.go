@@ -24,7 +24,9 @@ type Link struct {
 	Group string
 	Node  string
 	// Addr is where clients of the group connect to reach the node.
-	Addr     string
+	Addr string
+	// Upstream is the node's address; Retarget moves it (read it through CurrentUpstream while
+	// the link runs).
 	Upstream string
 
 	set *Set
@@ -217,6 +219,29 @@ func (s *Set) renew(l *Link) error {
 	l.closeConns()
 	l.proxy = toxiproxy.NewProxy(s.server, l.Name(), l.Addr, l.Upstream)
 	return nil
+}
+
+// Retarget points the link at another upstream, keeping its address and its toxics: what a
+// virtual IP or a DNS name moved to another server does for the clients behind it. Every
+// connection through the link closes, as a connection to the old server does when its address
+// moves (its packets now reach a host that knows no such connection and resets it).
+func (s *Set) Retarget(l *Link, upstream string) error {
+	l.mu.Lock()
+	l.Upstream = upstream
+	l.mu.Unlock()
+	if err := s.renewKeeping(l); err != nil {
+		return fmt.Errorf("retarget link %s to %s: %w", l.Name(), upstream, err)
+	}
+	return nil
+}
+
+// CurrentUpstream is the address the link forwards to now.
+func (l *Link) CurrentUpstream() string { return l.upstream() }
+
+func (l *Link) upstream() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Upstream
 }
 
 // Close stops every link and closes the connections through them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -64,16 +65,44 @@ type pgConns struct {
 	// behind PgBouncer's transaction pooling (a prepared statement would land on another session).
 	simple bool
 
+	// servers names the servers by their own ports, for the lease's node: the server that granted
+	// it, which after a failover is the promoted replica behind the same link.
+	servers map[int32]string
+
 	mu   sync.Mutex
 	idle []*pgx.Conn
 	all  map[*pgx.Conn]bool
+}
+
+// pgServers maps the servers' own ports (inet_server_port()) to their node names.
+func pgServers(eps []Endpoint) map[int32]string {
+	out := map[int32]string{}
+	for _, ep := range eps {
+		if ep.Role == systems.RolePooler {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(ep.Known); err == nil {
+			if n, err := strconv.Atoi(port); err == nil {
+				out[int32(n)] = ep.Node
+			}
+		}
+	}
+	return out
+}
+
+// server is the node whose server listens on port, or the endpoint's node when none is known.
+func (p *pgConns) server(port int32) string {
+	if n, ok := p.servers[port]; ok {
+		return n
+	}
+	return p.ep.Node
 }
 
 // newPGConns connects to the endpoint of node (the primary, or a pooler in front of it).
 func newPGConns(eps []Endpoint, o Options, node string) (*pgConns, error) {
 	for _, ep := range eps {
 		if ep.Node == node {
-			return &pgConns{ep: ep, opts: o.withDefaults(), all: map[*pgx.Conn]bool{}, simple: node != pgPrimary}, nil
+			return &pgConns{ep: ep, opts: o.withDefaults(), all: map[*pgx.Conn]bool{}, simple: node != pgPrimary, servers: pgServers(eps)}, nil
 		}
 	}
 	return nil, fmt.Errorf("the postgres system has no node %s (a pooler needs Debian's pgbouncer: scripts/install-deps.sh)", node)
@@ -212,13 +241,14 @@ func (a *pgAdvisory) Acquire(ctx context.Context, key string, _ time.Duration) (
 	defer cancel()
 	h := pgHold{conn: c, value: newValue()}
 	var got bool
+	var port int32
 	if a.xact {
 		h.tx, err = c.Begin(qctx)
 		if err == nil {
-			err = h.tx.QueryRow(qctx, "SELECT pg_try_advisory_xact_lock($1)", advisoryKey(key)).Scan(&got)
+			err = h.tx.QueryRow(qctx, "SELECT pg_try_advisory_xact_lock($1), inet_server_port()", advisoryKey(key)).Scan(&got, &port)
 		}
 	} else {
-		err = c.QueryRow(qctx, "SELECT pg_try_advisory_lock($1)", advisoryKey(key)).Scan(&got)
+		err = c.QueryRow(qctx, "SELECT pg_try_advisory_lock($1), inet_server_port()", advisoryKey(key)).Scan(&got, &port)
 	}
 	if err != nil {
 		// The session is closed with the connection, and its lock, if taken, with it.
@@ -235,7 +265,7 @@ func (a *pgAdvisory) Acquire(ctx context.Context, key string, _ time.Duration) (
 	a.mu.Lock()
 	a.held[key] = h
 	a.mu.Unlock()
-	return &Lease{Key: key, Value: h.value, Start: start, Nodes: []string{a.conns.ep.Node}}, nil
+	return &Lease{Key: key, Value: h.value, Start: start, Nodes: []string{a.conns.server(port)}}, nil
 }
 
 // Release implements Locker: unlock (commit) on the hold's own connection.
@@ -306,7 +336,7 @@ func newPGLease(eps []Endpoint, o Options) (Locker, error) {
 const (
 	pgLeaseCreate = "CREATE TABLE IF NOT EXISTS " + pgLeaseTable + " (key text PRIMARY KEY, owner text NOT NULL, token bigint NOT NULL, expires_at timestamptz NOT NULL)"
 	pgLeaseRow    = "INSERT INTO " + pgLeaseTable + " (key, owner, token, expires_at) VALUES ($1, '', 0, '-infinity') ON CONFLICT (key) DO NOTHING"
-	pgLeaseGrant  = "UPDATE " + pgLeaseTable + " SET owner = $2, token = token + 1, expires_at = now() + $3 * interval '1 microsecond' WHERE key = $1 AND expires_at < now() RETURNING token"
+	pgLeaseGrant  = "UPDATE " + pgLeaseTable + " SET owner = $2, token = token + 1, expires_at = now() + $3 * interval '1 microsecond' WHERE key = $1 AND expires_at < now() RETURNING token, inet_server_port()"
 	pgLeaseFree   = "UPDATE " + pgLeaseTable + " SET expires_at = '-infinity' WHERE key = $1 AND owner = $2 AND token = $3 AND expires_at >= now()"
 	pgLeaseRenew  = "UPDATE " + pgLeaseTable + " SET expires_at = now() + $4 * interval '1 microsecond' WHERE key = $1 AND owner = $2 AND token = $3 AND expires_at >= now()"
 )
@@ -343,11 +373,12 @@ func (p *pgLease) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 	start := time.Now()
 	value := newValue()
 	var token int64
+	var port int32
 	err := p.run(ctx, func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, pgLeaseRow, key); err != nil {
 			return err
 		}
-		return c.QueryRow(ctx, pgLeaseGrant, key, value, ttl.Microseconds()).Scan(&token)
+		return c.QueryRow(ctx, pgLeaseGrant, key, value, ttl.Microseconds()).Scan(&token, &port)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrHeld
@@ -364,7 +395,7 @@ func (p *pgLease) Acquire(ctx context.Context, key string, ttl time.Duration) (*
 		return nil, indeterminate(fmt.Errorf("validity used up before the reply arrived (token %d)", token))
 	}
 	return &Lease{Key: key, Value: value, Token: token, Start: start, Deadline: deadline, Validity: deadline.Sub(now),
-		Nodes: []string{p.conns.ep.Node}}, nil
+		Nodes: []string{p.conns.server(port)}}, nil
 }
 
 // Release implements Locker.
@@ -418,52 +449,74 @@ func (p *pgLease) Warm(ctx context.Context) error {
 // Close implements Locker.
 func (p *pgLease) Close() error { return p.conns.close() }
 
-// pgProbe reads, over the primary's own address, which advisory locks are held (by which backend)
-// and which lease rows are live.
+// pgProbe reads, over each server's own address, which advisory locks are held (by which backend)
+// and which lease rows are live: the primary's, and a replica's copy of them.
 type pgProbe struct {
-	node systems.Node
-	mu   sync.Mutex
-	conn *pgx.Conn
+	nodes []systems.Node
+	mu    sync.Mutex
+	conns map[string]*pgx.Conn
 }
 
 func newPGProbe(nodes []Node) (ProbeCloser, error) {
+	p := &pgProbe{conns: map[string]*pgx.Conn{}}
 	for _, n := range nodes {
 		if n.Data {
-			return &pgProbe{node: n}, nil
+			p.nodes = append(p.nodes, n)
 		}
 	}
-	return nil, errors.New("postgres probe: no primary")
+	if len(p.nodes) == 0 {
+		return nil, errors.New("postgres probe: no primary")
+	}
+	return p, nil
 }
 
 // Leases implements systems.LeaseProbe: a key's advisory lock (its holder's backend pid) or its
-// live lease row (owner and token).
+// live lease row (owner and token), on every server that has it. A server that does not answer
+// (killed) shows nothing.
 func (p *pgProbe) Leases(ctx context.Context, keys []string) []systems.Lease {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if p.conn == nil || p.conn.IsClosed() {
-		c, err := pgx.Connect(ctx, pgConnString(p.node.Addr))
-		if err != nil {
+	var out []systems.Lease
+	for _, n := range p.nodes {
+		for _, l := range p.read(ctx, n, keys) {
+			i := slices.IndexFunc(out, func(o systems.Lease) bool { return o.Key == l.Key && o.Value == l.Value })
+			if i < 0 {
+				out = append(out, l)
+				continue
+			}
+			out[i].Nodes = append(out[i].Nodes, n.Name)
+		}
+	}
+	return out
+}
+
+// read reads the leases on one server.
+func (p *pgProbe) read(ctx context.Context, n systems.Node, keys []string) []systems.Lease {
+	c := p.conns[n.Name]
+	if c == nil || c.IsClosed() {
+		var err error
+		if c, err = pgx.Connect(ctx, pgConnString(n.Addr)); err != nil {
 			return nil
 		}
-		p.conn = c
+		p.conns[n.Name] = c
 	}
 	var out []systems.Lease
 	for _, key := range keys {
 		k := uint64(advisoryKey(key))
 		var pid int
-		err := p.conn.QueryRow(ctx, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1 LIMIT 1",
+		err := c.QueryRow(ctx, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1 LIMIT 1",
 			int64(k>>32), int64(k&0xffffffff)).Scan(&pid)
 		if err == nil {
-			out = append(out, systems.Lease{Key: key, Value: "backend " + strconv.Itoa(pid), Nodes: []string{p.node.Name}})
+			out = append(out, systems.Lease{Key: key, Value: "backend " + strconv.Itoa(pid), Nodes: []string{n.Name}})
 			continue
 		}
 		var owner string
 		var token int64
-		err = p.conn.QueryRow(ctx, "SELECT owner, token FROM "+pgLeaseTable+" WHERE key = $1 AND expires_at >= now()", key).Scan(&owner, &token)
+		err = c.QueryRow(ctx, "SELECT owner, token FROM "+pgLeaseTable+" WHERE key = $1 AND expires_at >= now()", key).Scan(&owner, &token)
 		if err == nil {
-			out = append(out, systems.Lease{Key: key, Value: owner + "@" + strconv.FormatInt(token, 10), Nodes: []string{p.node.Name}})
+			out = append(out, systems.Lease{Key: key, Value: owner + "@" + strconv.FormatInt(token, 10), Nodes: []string{n.Name}})
 		}
 	}
 	return out
@@ -473,8 +526,9 @@ func (p *pgProbe) Leases(ctx context.Context, keys []string) []systems.Lease {
 func (p *pgProbe) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conn != nil {
-		p.conn.Close(context.Background())
+	for _, c := range p.conns {
+		c.Close(context.Background())
 	}
+	clear(p.conns)
 	return nil
 }

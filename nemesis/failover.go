@@ -33,7 +33,8 @@ const (
 	FailRestart = "restart"
 )
 
-// FailoverKinds lists the failover kinds.
+// FailoverKinds lists the failover kinds. On a system whose replica the harness promotes itself
+// (postgres: Env.Promoter) the kind is kill: the replica is promoted Detect after the kill.
 func FailoverKinds() []string { return []string{FailKill, FailPause, FailIsolate, FailRestart} }
 
 // Failover takes the current primary of a replicated system away so that its sentinels fail it
@@ -46,7 +47,13 @@ func FailoverKinds() []string { return []string{FailKill, FailPause, FailIsolate
 //	start n1             (or cont, rejoin ...), Down later
 //	unstall n2/n1 n3/n1
 //
-// with the roles of the nodes at each moment, and the sentinels' role changes between.
+// with the roles of the nodes at each moment, and the sentinels' role changes between. Where no
+// sentinel promotes a replica (postgres), the nemesis does, as a failover manager would, Detect
+// after the kill, keeps the old primary down (fenced), and rebuilds it as the new primary's replica:
+//
+//	kill pg1
+//	promote pg2          (pg_promote(); the clients' paths to pg1 now lead to pg2)
+//	start pg1            (Down after the kill: a fresh base backup of pg2, a replica of it)
 type Failover struct {
 	Env   Env
 	Kinds []string
@@ -57,6 +64,10 @@ type Failover struct {
 	// Down is how long the primary stays away (killed, stopped or isolated).
 	Down     time.Duration
 	Interval time.Duration
+	// Detect is, where the nemesis promotes, how long after the kill it does.
+	Detect time.Duration
+	// promotes: no sentinel promotes a replica here (postgres), so the nemesis does (Env.Promoter).
+	promotes bool
 
 	toxics pathCutter
 	mu     sync.Mutex
@@ -71,6 +82,10 @@ type Failover struct {
 	died map[string]bool
 	// restarts are the times of the planned restarts (a kill and a start at once).
 	restarts map[time.Duration]bool
+	// promoting is the replica the promotion in progress promotes; fenced are the old primaries
+	// promotions replaced, kept down.
+	promoting string
+	fenced    map[string]string // old primary -> the replica promoted in its place
 }
 
 // failoverParams are the failover nemesis's parameters.
@@ -81,12 +96,13 @@ func failoverParams() []Param {
 		{Name: "stall", Type: TypeShare, Default: "1", Help: "the share of faults that first stall replication from the primary"},
 		{Name: "wait", Type: TypeDuration, Default: "2×TTL", Help: "how long a stalled fault waits for a lease the primary granted"},
 		{Name: "down", Type: TypeDuration, Default: "5s", Help: "how long the old primary stays away"},
+		{Name: "detect", Type: TypeDuration, Default: "1s", Help: "postgres: how long after the kill the replica is promoted (a failover manager's detection time)"},
 		intervalParam(),
 	}
 }
 
 func buildFailover(env Env, p *Params) (Nemesis, error) {
-	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, killedAt: map[string]time.Time{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}}
+	f := &Failover{Env: env, toxics: serverPaths(env, ModeDrop), killed: map[string]bool{}, killedAt: map[string]time.Time{}, paused: map[string]bool{}, died: map[string]bool{}, restarts: map[time.Duration]bool{}, fenced: map[string]string{}}
 	f.Kinds = p.Choices("kind", []string{FailKill}, FailoverKinds()...)
 	f.Stall = p.Share("stall", 1)
 	f.Wait = p.Duration("wait", 2*env.TTL)
@@ -95,8 +111,19 @@ func buildFailover(env Env, p *Params) (Nemesis, error) {
 	if f.Interval <= 0 || f.Down <= 0 {
 		return nil, fmt.Errorf("interval and down must be positive")
 	}
+	f.Detect = p.Duration("detect", time.Second)
 	if err := CheckTarget(env, TargetPrimary); err != nil {
-		return nil, fmt.Errorf("needs a system with a primary and replicas (redis-sentinel): %w", err)
+		return nil, fmt.Errorf("needs a system with a primary and replicas (redis-sentinel, postgres --replicas 1): %w", err)
+	}
+	if len(RoleNodes(env, TargetReplicas)) == 0 {
+		return nil, errors.New("needs a replica to promote: add --replicas 1")
+	}
+	f.promotes = env.Promoter != nil || len(RoleNodes(env, TargetSentinels)) == 0
+	if f.promotes && (len(f.Kinds) != 1 || f.Kinds[0] != FailKill) {
+		return nil, fmt.Errorf("kind %v: where lockpick promotes the replica itself (postgres) the failover kind is kill: drop kind", f.Kinds)
+	}
+	if f.Detect < 0 {
+		return nil, fmt.Errorf("detect must not be negative, got %v", f.Detect)
 	}
 	return f, nil
 }
@@ -117,7 +144,11 @@ func (f *Failover) Plan(rng *rand.Rand, timeLimit time.Duration) []Op {
 		back := take + f.Wait + f.Down
 		switch kind {
 		case FailKill:
-			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault}, Op{At: back, F: "start", Effect: history.EffectHeal})
+			ops = append(ops, Op{At: take, F: "kill", Effect: history.EffectFault})
+			if f.promotes {
+				ops = append(ops, Op{At: take + f.Detect, F: "promote", Effect: history.EffectFault})
+			}
+			ops = append(ops, Op{At: back, F: "start", Effect: history.EffectHeal})
 		case FailPause:
 			ops = append(ops, Op{At: take, F: "stop", Effect: history.EffectFault}, Op{At: back, F: "cont", Effect: history.EffectHeal})
 		case FailIsolate:
@@ -162,6 +193,8 @@ func (f *Failover) Resolve(ctx context.Context, op Op) (Op, error) {
 		}
 	case "rejoin":
 		return f.inPlace(op, "rejoin", func(from string) bool { return slices.Contains(RoleNodes(f.Env, TargetSentinels), from) }), nil
+	case "promote":
+		return f.resolvePromote(ctx, op), nil
 	}
 	// start and cont bring back what the fault in progress took away.
 	f.mu.Lock()
@@ -173,12 +206,45 @@ func (f *Failover) Resolve(ctx context.Context, op Op) (Op, error) {
 	return op, nil
 }
 
+// resolvePromote aims a promotion at a replica of the primary the kill took away, Detect after the
+// kill (which may have come late, after waiting for a lease), so that the history records the
+// promotion when it happens; none when the kill was skipped.
+func (f *Failover) resolvePromote(ctx context.Context, op Op) Op {
+	f.mu.Lock()
+	wait := f.Detect - time.Since(f.killedAt[f.hit])
+	hit := f.hit
+	f.mu.Unlock()
+	if hit != "" && wait > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	op.Nodes, f.promoting = nil, ""
+	if f.hit == "" {
+		return op
+	}
+	if replicas := RoleNodes(f.Env, TargetReplicas); len(replicas) > 0 {
+		f.promoting = replicas[0]
+		op.Nodes = []string{replicas[0]}
+	}
+	return op
+}
+
 // takeAway waits for a lease the primary p granted (in the stall, when replication is stalled, so
 // that no replica has it) and aims the fault at p; with no such lease in time the fault is skipped.
 func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	f.mu.Lock()
 	f.hit = ""
 	f.mu.Unlock()
+	if f.promotes && len(RoleNodes(f.Env, TargetReplicas)) == 0 {
+		// An earlier failover promoted the only replica and fenced the old primary.
+		f.Env.Log.Info("failover: fault skipped: no replica left to promote", "primary", p)
+		op.Nodes = nil
+		return op, nil
+	}
 	stalled := len(f.toxics.inPlace()) > 0
 	granted := func(held []systems.Lease) bool { return len(held) > 0 }
 	if stalled {
@@ -187,7 +253,10 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	f.mu.Lock()
 	restart := f.restarts[op.At]
 	f.mu.Unlock()
-	if restart && f.Env.Probe != nil && len(f.Env.Keys) > 0 {
+	// Where the nemesis promotes (postgres), the promotion comes Detect after the kill: a hold hit
+	// in its last moments would end before the promoted replica grants anything, so the kill too
+	// waits for a fresh grant.
+	if (restart || f.promotes) && f.Env.Probe != nil && len(f.Env.Keys) > 0 {
 		// A restart is over at once: it breaks the lock only if the holder still works when the
 		// next client is granted, so it waits for a fresh grant, with all its work ahead (a hold
 		// hit in its last moments ends before anyone else gets in). None in time: any lease.
@@ -356,17 +425,63 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 			clear(f.died)
 			f.mu.Unlock()
 		}
+	case "promote":
+		errs = append(errs, f.promote(ctx, op))
 	case "kill", "start", "stop", "cont":
 		if verb == "start" {
 			f.keepDown(ctx, op)
 		}
 		for _, n := range op.Nodes {
+			f.mu.Lock()
+			primary, fenced := f.fenced[n]
+			f.mu.Unlock()
+			if verb == "start" && fenced {
+				errs = append(errs, f.rejoin(ctx, n, primary))
+				continue
+			}
 			errs = append(errs, f.process(ctx, verb, n))
 		}
 	default:
 		return fmt.Errorf("failover nemesis cannot %q", verb)
 	}
 	return errors.Join(errs...)
+}
+
+// promote promotes the replica op names in place of the primary the kill took away, and keeps
+// that primary down.
+func (f *Failover) promote(ctx context.Context, op Op) error {
+	f.mu.Lock()
+	old, replica := f.hit, f.promoting
+	f.mu.Unlock()
+	if len(op.Nodes) == 0 || old == "" || replica == "" {
+		return nil
+	}
+	if f.Env.Promoter == nil {
+		return fmt.Errorf("failover: the system cannot promote %s itself, and no sentinel does", replica)
+	}
+	did, err := f.Env.Promoter.Promote(ctx, old, replica)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	f.Env.Log.Info("failover: "+did, "old", old, "promoted", replica)
+	f.mu.Lock()
+	f.fenced[old] = replica
+	f.mu.Unlock()
+	return nil
+}
+
+// rejoin starts the fenced old primary n again as a replica of the primary promoted in its place.
+func (f *Failover) rejoin(ctx context.Context, n, primary string) error {
+	did, err := f.Env.Promoter.Rejoin(ctx, n, primary)
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	f.Env.Log.Info("failover: "+did, "node", n)
+	f.mu.Lock()
+	delete(f.killed, n)
+	delete(f.fenced, n)
+	f.mu.Unlock()
+	return nil
 }
 
 // keepDown waits, before a planned start of a killed primary (not a restart's, not the final

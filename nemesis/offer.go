@@ -88,7 +88,8 @@ func staticOffer(system, backend string) Offer {
 
 // promotes reports whether the topology starts a primary with replicas that can take over from it.
 func promotes(t systems.Topology) bool {
-	nodes, err := t.Layout(systems.Config{Nodes: 3, Sentinel: systems.SentinelConfig{Replicas: 2, Sentinels: 3}, Etcd: systems.EtcdConfig{Members: 3}})
+	nodes, err := t.Layout(systems.Config{Nodes: 3, Sentinel: systems.SentinelConfig{Replicas: 2, Sentinels: 3}, Etcd: systems.EtcdConfig{Members: 3},
+		Postgres: systems.PostgresConfig{Replicas: 1}})
 	if err != nil {
 		return false
 	}

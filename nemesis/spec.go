@@ -298,6 +298,8 @@ type Env struct {
 	Holders HolderView
 	// Sessions ends client sessions on a node (the terminate nemesis); nil when the system has none.
 	Sessions systems.SessionEnder
+	// Promoter promotes a replica where no sentinel does (postgres); nil elsewhere.
+	Promoter systems.Promoter
 	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
 	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.

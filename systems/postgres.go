@@ -22,6 +22,11 @@ import (
 type PostgresConfig struct {
 	// Bin is the directory of PostgreSQL's programs (postgres, initdb); empty finds Debian's newest.
 	Bin string
+	// Replicas is how many streaming replicas copy the primary: 0 or 1.
+	Replicas int
+	// Synchronous makes the primary wait, before a commit returns, until the replica has flushed
+	// it (synchronous_standby_names); otherwise replication is asynchronous, PostgreSQL's default.
+	Synchronous bool
 }
 
 // The postgres system's nodes: the primary, and PgBouncer in front of it in session pooling and in
@@ -47,8 +52,10 @@ const pgBouncerProgram = "/usr/sbin/pgbouncer"
 // (tcp_retries2), holding the lock; tcp_user_timeout ends that one after 4 s too.
 const pgKeepalives = " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=2 -c tcp_user_timeout=4000"
 
-// pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves.
-var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept connections"}
+// pgReadyLog is what the postmaster logs (to its stderr, the node's stdout.log) once it serves: a
+// primary "... ready to accept connections", a hot standby "... ready to accept read-only
+// connections".
+var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept"}
 
 // FindPostgres resolves the directory of PostgreSQL's server programs: bin when given, else the
 // newest of Debian's /usr/lib/postgresql/*/bin.
@@ -76,15 +83,19 @@ func FindPostgres(bin string) (string, error) {
 	return bin, nil
 }
 
-// postgresTopology is one PostgreSQL primary.
+// postgresTopology is one PostgreSQL primary, optionally with a streaming replica.
 type postgresTopology struct{}
 
 // Name implements Topology.
 func (postgresTopology) Name() string { return "postgres" }
 
-// Layout implements Topology: one primary, pg1, and its two poolers when PgBouncer is installed.
-func (postgresTopology) Layout(Config) ([]Node, error) {
+// Layout implements Topology: one primary, pg1, its replica pg2 when asked for, and the primary's
+// two poolers when PgBouncer is installed.
+func (postgresTopology) Layout(cfg Config) ([]Node, error) {
 	nodes := []Node{{Name: pgNode, Role: RolePrimary, Data: true}}
+	for i := range cfg.Postgres.Replicas {
+		nodes = append(nodes, Node{Name: fmt.Sprintf("pg%d", i+2), Role: RoleReplica, Data: true})
+	}
 	if _, err := os.Stat(pgBouncerProgram); err == nil {
 		nodes = append(nodes, Node{Name: PgBouncerSession, Role: RolePooler}, Node{Name: PgBouncerTransaction, Role: RolePooler})
 	}
@@ -100,7 +111,14 @@ func (postgresTopology) Programs(cfg Config) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{filepath.Join(bin, "postgres"), filepath.Join(bin, "initdb")}, nil
+	progs := []string{filepath.Join(bin, "postgres"), filepath.Join(bin, "initdb")}
+	if cfg.Postgres.Replicas > 0 {
+		if _, err := os.Stat(filepath.Join(bin, "pg_basebackup")); err != nil {
+			return nil, fmt.Errorf("postgres: %s has no pg_basebackup, which makes the replica: install postgresql", bin)
+		}
+		progs = append(progs, filepath.Join(bin, "pg_basebackup"))
+	}
+	return progs, nil
 }
 
 // Clocks implements Topology: the postmaster and its backends read the time through libc
@@ -110,7 +128,8 @@ func (postgresTopology) Clocks() error { return nil }
 // Traits implements Topology.
 func (postgresTopology) Traits() Traits {
 	return Traits{
-		Server: "postgres", Sessions: true,
+		// Peers: a replica streams from the primary through a link (with --replicas 1).
+		Server: "postgres", Sessions: true, Peers: true,
 		NotOn: map[string]string{
 			BackendDocker: "postgres runs on --backend local only: drop --backend docker",
 			BackendSSH:    "postgres runs on --backend local only: drop --backend ssh",
@@ -120,13 +139,15 @@ func (postgresTopology) Traits() Traits {
 	}
 }
 
-// Size implements Topology: one primary, no other sizes.
+// Size implements Topology: one primary and at most one replica.
 func (postgresTopology) Size(s *Size) error {
 	switch {
 	case s.External:
 		return errors.New("--backend external: the postgres system runs its own server: drop --backend")
-	case s.Replicas != 0 || s.Sentinels != 0:
-		return fmt.Errorf("--replicas and --sentinels size redis-sentinel, and --lock %s runs on postgres: drop them", s.Lock)
+	case s.Sentinels != 0:
+		return fmt.Errorf("--sentinels sizes redis-sentinel, and --lock %s runs on postgres: drop it", s.Lock)
+	case s.Replicas < 0 || s.Replicas > 1:
+		return fmt.Errorf("--replicas %d: the postgres system runs at most one streaming replica (a failover promotes it): use --replicas 1", s.Replicas)
 	case s.Nodes > 1:
 		return fmt.Errorf("--nodes %d: the postgres system is one primary: drop --nodes", s.Nodes)
 	}
@@ -143,21 +164,27 @@ func (postgresTopology) external(context.Context, Config) (System, error) {
 	return nil, errors.New("the postgres system runs its own server: drop --backend external")
 }
 
-// postgresSys is a PostgreSQL primary as a local child process, reached by every client group
-// through a link.
+// postgresSys is a PostgreSQL primary, and its replica when asked for, as local child processes,
+// reached by every client group through a link (the replica reaches the primary through one too).
 type postgresSys struct {
 	backend nodeBackend
 	links   *links.Set
 	nodes   []Node
+	groups  []string
 	// drops are the packet filter rules of half-open sessions in place, removed by their heal or
 	// by Close.
 	drops *pgDrops
+	// roles follows what each server says it is (pg_is_in_recovery) and which are fenced.
+	roles *pgRoles
+	// dirs are the servers' node directories.
+	dirs map[string]string
 }
 
 // start initialises a template cluster once (initdb), declares the primary (whose data directory
-// is a copy of the template, made again after a start without data) and starts it.
+// is a copy of the template, made again after a start without data) and starts it, then its
+// replicas and poolers.
 func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ System, err error) {
-	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout, drops: &pgDrops{}}
+	s := &postgresSys{backend: b.backend, links: links.New(), nodes: layout, groups: b.cfg.Groups, drops: &pgDrops{}, dirs: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -170,40 +197,71 @@ func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ Sys
 	if err != nil {
 		return nil, err
 	}
-	nd := b.nodeDir(pgNode)
-	if err := pgInitTemplate(ctx, b.programs[1], nd, cred); err != nil {
+	if err := pgInitTemplate(ctx, b.programs[1], b.nodeDir(pgNode), cred); err != nil {
 		return nil, err
 	}
+	if err := s.startPrimary(ctx, b, cred); err != nil {
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(s.nodes[0].Addr)
+	for i := 1; i < len(s.nodes); i++ {
+		n := &s.nodes[i]
+		switch n.Role {
+		case RoleReplica:
+			err = s.startReplica(ctx, b, n, cred)
+		default:
+			err = s.startBouncer(ctx, b, n, cred, port)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	s.roles = watchPgRoles(s.nodes, b.cfg.Logger)
+	return s, nil
+}
+
+// pgServerFlags are the flags every server of the family runs with, listening on port.
+func pgServerFlags(port string) string {
+	return " -p " + port + " -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c shared_buffers=16MB" +
+		" -c max_connections=200 -c log_min_messages=warning -c log_connections=off" + pgKeepalives
+}
+
+// startPrimary declares and starts the primary, pg1: synchronous_standby_names names its replicas
+// when replication is synchronous.
+func (s *postgresSys) startPrimary(ctx context.Context, b *bed, cred *syscall.Credential) error {
+	nd := b.nodeDir(pgNode)
+	s.dirs[pgNode] = nd
 	ports, err := b.reserve(1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	addr := ports[0].Addr().String()
 	s.nodes[0].Addr = addr
 	_, port, _ := net.SplitHostPort(addr)
-	script := "test -d data || cp -a template data; exec " + b.programs[0] + " -D data -p " + port +
-		" -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off -c shared_buffers=16MB" +
-		" -c max_connections=200 -c log_min_messages=warning -c log_connections=off" + pgKeepalives
+	script := pgServerScript(b.programs, port, pgSyncNames(b.cfg.Postgres, s.nodes, pgNode))
 	spec := nodeSpec{name: pgNode, dir: nd, cmd: []string{"/bin/sh", "-c", script}, addr: addr, reserved: ports[0],
 		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog,
 		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
 	if _, err := b.t.add(ctx, spec); err != nil {
-		return nil, err
+		return err
 	}
-	for _, g := range b.cfg.Groups {
-		if _, err := s.links.Add(g, pgNode, addr); err != nil {
-			return nil, err
-		}
+	if err := s.addClientLinks(pgNode, addr); err != nil {
+		return err
 	}
 	if err := s.backend.Start(ctx, pgNode); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	for i := 1; i < len(s.nodes); i++ {
-		if err := s.startBouncer(ctx, b, &s.nodes[i], cred, port); err != nil {
-			return nil, err
+	return nil
+}
+
+// addClientLinks adds a link from every client group to node at addr.
+func (s *postgresSys) addClientLinks(node, addr string) error {
+	for _, g := range s.groups {
+		if _, err := s.links.Add(g, node, addr); err != nil {
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // startBouncer declares and starts a PgBouncer node in front of the primary's port, pooling
@@ -353,8 +411,9 @@ func (s *postgresSys) Name() string { return "postgres" }
 // Nodes implements System.
 func (s *postgresSys) Nodes() []Node { return append([]Node(nil), s.nodes...) }
 
-// Roles implements System: the primary stays the primary.
-func (s *postgresSys) Roles() map[string]Role { return StaticRoles(s.nodes).Roles() }
+// Roles implements System: what each server last said it is (pg_is_in_recovery()), and fenced
+// for a former primary a failover replaced.
+func (s *postgresSys) Roles() map[string]Role { return s.roles.current() }
 
 // Endpoints implements System.
 func (s *postgresSys) Endpoints(group string) ([]Endpoint, error) {
@@ -367,8 +426,8 @@ func (s *postgresSys) Links() *links.Set { return s.links }
 // Backend implements System.
 func (s *postgresSys) Backend() Backend { return s.backend }
 
-// Watch implements System: one primary announces nothing.
-func (s *postgresSys) Watch(func(Event)) {}
+// Watch implements System: the changes of the roles the servers report.
+func (s *postgresSys) Watch(f func(Event)) { s.roles.subscribe(f) }
 
 // HoldWrites implements System.
 func (s *postgresSys) HoldWrites(context.Context, string, time.Duration, func(context.Context) error) error {
@@ -387,8 +446,12 @@ func (s *postgresSys) Ping(ctx context.Context, node string) error {
 
 // Close implements System.
 func (s *postgresSys) Close() error {
+	var errs []error
+	if s.roles != nil {
+		errs = append(errs, s.roles.close())
+	}
 	s.links.Close()
-	return errors.Join(s.drops.removeAll(context.Background()), s.backend.Close())
+	return errors.Join(append(errs, s.drops.removeAll(context.Background()), s.backend.Close())...)
 }
 
 // PostgresAdmin opens the harness's own connection to the server at addr (its own address, past
@@ -459,12 +522,13 @@ func (s *postgresSys) EndSessions(ctx context.Context, node string) ([]int, erro
 	return ended, nil
 }
 
-// admin opens the harness's own connection to node, which must be the primary.
+// admin opens the harness's own connection to node, a server (not a pooler).
 func (s *postgresSys) admin(ctx context.Context, node string) (*pgx.Conn, error) {
-	if node != pgNode {
-		return nil, fmt.Errorf("no node %q", node)
+	n := s.node(node)
+	if n == nil || !n.Data {
+		return nil, fmt.Errorf("no server %q", node)
 	}
-	return PostgresAdmin(ctx, s.nodes[0].Addr)
+	return PostgresAdmin(ctx, n.Addr)
 }
 
 // BlackholeSessions implements SessionEnder: the server's end of each chosen session's connection
@@ -487,7 +551,7 @@ func (s *postgresSys) BlackholeSessions(ctx context.Context, node string) ([]int
 	if err != nil {
 		return nil, nil, fmt.Errorf("list sessions on %s: %w", node, err)
 	}
-	_, port, _ := net.SplitHostPort(s.nodes[0].Addr)
+	_, port, _ := net.SplitHostPort(s.node(node).Addr)
 	var pids []int
 	var rules [][]string
 	for _, f := range found {
