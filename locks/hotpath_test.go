@@ -1,6 +1,8 @@
 package locks
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -41,5 +43,27 @@ func TestNewValueIsUniqueBase32(t *testing.T) {
 func BenchmarkNewValue(b *testing.B) {
 	for range b.N {
 		_ = newValue()
+	}
+}
+
+// TestIsIndeterminateFindsWrappedErrors holds IsIndeterminate to errors.As's answers: an
+// indeterminate error found however deeply it is wrapped or joined, and nothing else.
+func TestIsIndeterminateFindsWrappedErrors(t *testing.T) {
+	ind := indeterminate(errors.New("read: i/o timeout"))
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{ErrHeld, false},
+		{ind, true},
+		{fmt.Errorf("acquire k0: %w", ind), true},
+		{fmt.Errorf("redlock: %w", fmt.Errorf("node n2: %w", ind)), true},
+		{errors.Join(ErrHeld, ind), true},
+		{fmt.Errorf("not wrapped: %v", ind), false},
+	} {
+		if got := IsIndeterminate(c.err); got != c.want {
+			t.Errorf("IsIndeterminate(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
