@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,11 +44,18 @@ func BenchmarkCeiling(b *testing.B) {
 		b.Run(c.lock, func(b *testing.B) {
 			for range b.N {
 				var bare, direct, linked, directRatio, linkedRatio []float64
+				var bareCPU, directCPU, linkedCPU []float64
 				for round := range ceilingRounds {
 					steps := []func(){
-						func() { bare = append(bare, bareLoop(b, c.nodes)) },
-						func() { direct = append(direct, harnessOps(b, c.lock, "none")) },
-						func() { linked = append(linked, harnessOps(b, c.lock, "latency:interval=1h")) },
+						func() {
+							bare, bareCPU = measured(bare, bareCPU, func() (float64, int64, time.Duration) { return bareLoop(b, c.nodes) })
+						},
+						func() {
+							direct, directCPU = measured(direct, directCPU, func() (float64, int64, time.Duration) { return harnessOps(b, c.lock, "none") })
+						},
+						func() {
+							linked, linkedCPU = measured(linked, linkedCPU, func() (float64, int64, time.Duration) { return harnessOps(b, c.lock, "latency:interval=1h") })
+						},
 					}
 					if round%2 == 1 {
 						slices.Reverse(steps)
@@ -63,10 +71,35 @@ func BenchmarkCeiling(b *testing.B) {
 				b.ReportMetric(median(linked), "linked-ops/s")
 				b.ReportMetric(median(directRatio), "harness/bare")
 				b.ReportMetric(median(linkedRatio), "linked/bare")
+				b.ReportMetric(median(bareCPU), "bare-cpu-us/op")
+				b.ReportMetric(median(directCPU), "harness-cpu-us/op")
+				b.ReportMetric(median(linkedCPU), "linked-cpu-us/op")
 				b.Logf("%s, rounds' harness/bare %s, linked/bare %s", c.lock, ratios(directRatio), ratios(linkedRatio))
 			}
 		})
 	}
+}
+
+// measured runs step, which returns its operations per second, its operations and its CPU, and appends
+// those per second to rates and the CPU (user+sys) per operation, in microseconds, to cpus: this
+// process's and that of the nodes it started and reaped meanwhile. Unlike the rate, CPU per
+// operation hardly moves with the machine's load. The harness's includes its run's fixed costs
+// (starting the nodes, the end of the check, the report), a few percent of a run at the ceiling.
+func measured(rates, cpus []float64, step func() (float64, int64, time.Duration)) ([]float64, []float64) {
+	rate, ops, cpu := step()
+	return append(rates, rate), append(cpus, float64(cpu.Microseconds())/float64(ops))
+}
+
+// cpuTime is the user and system time of this process and of its children that have ended.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }
 
 func median(xs []float64) float64 {
@@ -88,13 +121,15 @@ func ratios(xs []float64) string {
 // harnessOps runs the harness at the ceiling and returns its acquires and releases per second,
 // counted from its history: completions of the clients' operations over the span from the first
 // client's first request to the last reply.
-func harnessOps(b *testing.B, lock, nem string) float64 {
+func harnessOps(b *testing.B, lock, nem string) (float64, int64, time.Duration) {
 	cfg := Config{
 		Lock: lock, Nemesis: nem, Clients: ceilingClients, Keys: 1, Seed: 1, Store: b.TempDir(),
 		TTL: Duration(ceilingTTL), TimeLimit: Duration(ceilingTime), Recovery: Duration(100 * time.Millisecond),
 		ThinkMax: Duration(time.Microsecond), HoldMax: Duration(time.Microsecond),
 	}
+	cpu := cpuTime()
 	out, err := Run(context.Background(), cfg, nil)
+	cpu = cpuTime() - cpu
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +153,7 @@ func harnessOps(b *testing.B, lock, nem string) float64 {
 	if ops == 0 || out.Result.Stats.Acquires.OK == 0 {
 		b.Fatalf("%s under %s: no grants in %v", lock, nem, cfg.TimeLimit)
 	}
-	return float64(ops) / time.Duration(last-first).Seconds()
+	return float64(ops) / time.Duration(last-first).Seconds(), ops, cpu
 }
 
 // bareLoop starts the nodes a run of the lock would have and drives them with plain go-redis
@@ -126,7 +161,9 @@ func harnessOps(b *testing.B, lock, nem string) float64 {
 // operations per second counted as the harness counts them (an acquire on every node is one, and so
 // is the release of a lease granted by a majority) over the span from the first request to the last
 // reply.
-func bareLoop(b *testing.B, nodes int) float64 {
+func bareLoop(b *testing.B, nodes int) (rate float64, ops int64, cpu time.Duration) {
+	cpu = cpuTime()
+	defer func() { cpu = cpuTime() - cpu }() // after the nodes stopped and were reaped
 	ctx := context.Background()
 	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Dir: b.TempDir(), Nodes: nodes, Direct: true})
 	if err != nil {
@@ -136,7 +173,6 @@ func bareLoop(b *testing.B, nodes int) float64 {
 	nodeTimeout := DefaultNodeTimeout(ceilingTTL)
 	key := workloads.KeyName(0)
 	var mu sync.Mutex
-	var ops int64
 	var wg sync.WaitGroup
 	began := time.Now()
 	deadline := began.Add(ceilingTime)
@@ -165,7 +201,7 @@ func bareLoop(b *testing.B, nodes int) float64 {
 		})
 	}
 	wg.Wait()
-	return float64(ops) / last.Sub(began).Seconds()
+	return float64(ops) / last.Sub(began).Seconds(), ops, 0
 }
 
 var bareRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
