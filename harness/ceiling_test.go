@@ -81,25 +81,23 @@ func BenchmarkCeiling(b *testing.B) {
 }
 
 // measured runs step, which returns its operations per second, its operations and its CPU, and appends
-// those per second to rates and the CPU (user+sys) per operation, in microseconds, to cpus: this
-// process's and that of the nodes it started and reaped meanwhile. Unlike the rate, CPU per
-// operation hardly moves with the machine's load. The harness's includes its run's fixed costs
-// (starting the nodes, the end of the check, the report), a few percent of a run at the ceiling.
+// those per second to rates and the CPU per operation, in microseconds, to cpus. Unlike the rate,
+// CPU per operation hardly moves with the machine's load.
 func measured(rates, cpus []float64, step func() (float64, int64, time.Duration)) ([]float64, []float64) {
 	rate, ops, cpu := step()
 	return append(rates, rate), append(cpus, float64(cpu.Microseconds())/float64(ops))
 }
 
-// cpuTime is the user and system time of this process and of its children that have ended.
+// cpuTime is this process's user and system time: the clients', the harness's and the links', not
+// the nodes' (the same commands on both sides; and a child's time is only counted once it has been
+// reaped, which may be after the step that ran it). The harness's includes its run's fixed costs
+// (starting, the end of the check, the report), a few percent of a run at the ceiling.
 func cpuTime() time.Duration {
-	var total time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(who, &ru); err == nil {
-			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
 	}
-	return total
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(xs []float64) float64 {
@@ -163,7 +161,7 @@ func harnessOps(b *testing.B, lock, nem string) (float64, int64, time.Duration) 
 // reply.
 func bareLoop(b *testing.B, nodes int) (rate float64, ops int64, cpu time.Duration) {
 	cpu = cpuTime()
-	defer func() { cpu = cpuTime() - cpu }() // after the nodes stopped and were reaped
+	defer func() { cpu = cpuTime() - cpu }()
 	ctx := context.Background()
 	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Dir: b.TempDir(), Nodes: nodes, Direct: true})
 	if err != nil {

@@ -5,8 +5,9 @@
 # benchmark compiled from the revision BEFORE was built from (its `version` line), run alternately
 # REPS times each (default 1) so both meet the same machine. Each line is one benchmark run: its
 # medians of operations per second, of the rounds' ratios to the bare loop, and of the CPU
-# (user+sys, the nodes' included) per operation in microseconds, which the machine's load moves far
-# less than the rates ("-" for a benchmark from before it reported CPU).
+# (user+sys of the Go process: clients, harness, links; not the nodes') per operation in
+# microseconds, which the machine's load moves far less than the rates ("-" for a benchmark from
+# before it reported CPU).
 # SAME_BENCH=1 compiles this tree's harness/ceiling_test.go into BEFORE's harness instead of its own
 # (when it still compiles there), so both report the CPU per operation.
 # Usage: scripts/bench-ceiling.sh [BEFORE]   -- BEFORE, a lockpick binary built from a commit.
