@@ -168,8 +168,9 @@ func harnessOps(b *testing.B, lock, nem string) (float64, int64, time.Duration) 
 // is the release of a lease granted by a majority) over the span from the first request to the last
 // reply.
 func bareLoop(b *testing.B, nodes int) (rate float64, ops int64, cpu time.Duration) {
-	cpu = startCPU()
-	defer func() { cpu = cpuTime() - cpu }()
+	cpuBegan := startCPU()
+	// After the nodes have stopped; set after the return statement, which would otherwise overwrite it.
+	defer func() { cpu = cpuTime() - cpuBegan }()
 	ctx := context.Background()
 	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Dir: b.TempDir(), Nodes: nodes, Direct: true})
 	if err != nil {
