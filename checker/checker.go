@@ -91,8 +91,22 @@ func CheckFile(path string, opts Options) (*Result, error) {
 
 // CheckReader is CheckFile on a history being read from r.
 func CheckReader(r io.Reader, opts Options) (*Result, error) {
+	return CheckSource(history.NewScanner(r), opts)
+}
+
+// Source is a history read one event at a time: a history.Scanner on its file, or a
+// history.TapReader on the recorder that writes it.
+type Source interface {
+	Scan() bool
+	Event() *history.Event
+	Line() int
+	Err() error
+	Truncated() int
+}
+
+// CheckSource is CheckFile on the history s reads.
+func CheckSource(s Source, opts Options) (*Result, error) {
 	began := time.Now()
-	s := history.NewScanner(r)
 	st := streamStore()
 	v, pr := newValidator(st), newParser(st)
 	for s.Scan() {

@@ -3,10 +3,12 @@ package harness
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,11 +45,18 @@ func BenchmarkCeiling(b *testing.B) {
 		b.Run(c.lock, func(b *testing.B) {
 			for range b.N {
 				var bare, direct, linked, directRatio, linkedRatio []float64
+				var bareCPU, directCPU, linkedCPU []float64
 				for round := range ceilingRounds {
 					steps := []func(){
-						func() { bare = append(bare, bareLoop(b, c.nodes)) },
-						func() { direct = append(direct, harnessOps(b, c.lock, "none")) },
-						func() { linked = append(linked, harnessOps(b, c.lock, "latency:interval=1h")) },
+						func() {
+							bare, bareCPU = measured(bare, bareCPU, func() (float64, int64, time.Duration) { return bareLoop(b, c.nodes) })
+						},
+						func() {
+							direct, directCPU = measured(direct, directCPU, func() (float64, int64, time.Duration) { return harnessOps(b, c.lock, "none") })
+						},
+						func() {
+							linked, linkedCPU = measured(linked, linkedCPU, func() (float64, int64, time.Duration) { return harnessOps(b, c.lock, "latency:interval=1h") })
+						},
 					}
 					if round%2 == 1 {
 						slices.Reverse(steps)
@@ -63,10 +72,40 @@ func BenchmarkCeiling(b *testing.B) {
 				b.ReportMetric(median(linked), "linked-ops/s")
 				b.ReportMetric(median(directRatio), "harness/bare")
 				b.ReportMetric(median(linkedRatio), "linked/bare")
+				b.ReportMetric(median(bareCPU), "bare-cpu-us/op")
+				b.ReportMetric(median(directCPU), "harness-cpu-us/op")
+				b.ReportMetric(median(linkedCPU), "linked-cpu-us/op")
 				b.Logf("%s, rounds' harness/bare %s, linked/bare %s", c.lock, ratios(directRatio), ratios(linkedRatio))
 			}
 		})
 	}
+}
+
+// measured runs step, which returns its operations per second, its operations and its CPU, and appends
+// those per second to rates and the CPU per operation, in microseconds, to cpus. Unlike the rate,
+// CPU per operation hardly moves with the machine's load.
+func measured(rates, cpus []float64, step func() (float64, int64, time.Duration)) ([]float64, []float64) {
+	rate, ops, cpu := step()
+	return append(rates, rate), append(cpus, float64(cpu.Microseconds())/float64(ops))
+}
+
+// startCPU collects the garbage the previous step left (a history read back, a checker's holds),
+// which would otherwise be collected on this step's time, and returns cpuTime.
+func startCPU() time.Duration {
+	runtime.GC()
+	return cpuTime()
+}
+
+// cpuTime is this process's user and system time: the clients', the harness's and the links', not
+// the nodes' (the same commands on both sides; and a child's time is only counted once it has been
+// reaped, which may be after the step that ran it). The harness's includes its run's fixed costs
+// (starting, the end of the check, the report), a few percent of a run at the ceiling.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(xs []float64) float64 {
@@ -88,13 +127,15 @@ func ratios(xs []float64) string {
 // harnessOps runs the harness at the ceiling and returns its acquires and releases per second,
 // counted from its history: completions of the clients' operations over the span from the first
 // client's first request to the last reply.
-func harnessOps(b *testing.B, lock, nem string) float64 {
+func harnessOps(b *testing.B, lock, nem string) (float64, int64, time.Duration) {
 	cfg := Config{
 		Lock: lock, Nemesis: nem, Clients: ceilingClients, Keys: 1, Seed: 1, Store: b.TempDir(),
 		TTL: Duration(ceilingTTL), TimeLimit: Duration(ceilingTime), Recovery: Duration(100 * time.Millisecond),
 		ThinkMax: Duration(time.Microsecond), HoldMax: Duration(time.Microsecond),
 	}
+	cpu := startCPU()
 	out, err := Run(context.Background(), cfg, nil)
+	cpu = cpuTime() - cpu
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +159,7 @@ func harnessOps(b *testing.B, lock, nem string) float64 {
 	if ops == 0 || out.Result.Stats.Acquires.OK == 0 {
 		b.Fatalf("%s under %s: no grants in %v", lock, nem, cfg.TimeLimit)
 	}
-	return float64(ops) / time.Duration(last-first).Seconds()
+	return float64(ops) / time.Duration(last-first).Seconds(), ops, cpu
 }
 
 // bareLoop starts the nodes a run of the lock would have and drives them with plain go-redis
@@ -126,7 +167,10 @@ func harnessOps(b *testing.B, lock, nem string) float64 {
 // operations per second counted as the harness counts them (an acquire on every node is one, and so
 // is the release of a lease granted by a majority) over the span from the first request to the last
 // reply.
-func bareLoop(b *testing.B, nodes int) float64 {
+func bareLoop(b *testing.B, nodes int) (rate float64, ops int64, cpu time.Duration) {
+	cpuBegan := startCPU()
+	// After the nodes have stopped; set after the return statement, which would otherwise overwrite it.
+	defer func() { cpu = cpuTime() - cpuBegan }()
 	ctx := context.Background()
 	sys, err := systems.Start(ctx, "redis-masters", systems.Config{Dir: b.TempDir(), Nodes: nodes, Direct: true})
 	if err != nil {
@@ -136,7 +180,6 @@ func bareLoop(b *testing.B, nodes int) float64 {
 	nodeTimeout := DefaultNodeTimeout(ceilingTTL)
 	key := workloads.KeyName(0)
 	var mu sync.Mutex
-	var ops int64
 	var wg sync.WaitGroup
 	began := time.Now()
 	deadline := began.Add(ceilingTime)
@@ -165,7 +208,7 @@ func bareLoop(b *testing.B, nodes int) float64 {
 		})
 	}
 	wg.Wait()
-	return float64(ops) / last.Sub(began).Seconds()
+	return float64(ops) / last.Sub(began).Seconds(), ops, 0
 }
 
 var bareRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)

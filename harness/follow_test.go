@@ -13,7 +13,8 @@ import (
 	"github.com/lockpick-dev/lockpick/results"
 )
 
-// A run checks its history while it records it (results.FollowRun); `lockpick check DIR` afterwards
+// A run checks its history while it records it (results.FollowTap: the events as the recorder
+// writes them, see history.Tap); `lockpick check DIR` afterwards, decoding the file,
 // must give the same verdict, results and report, on a run with faults and violations.
 func TestRunCheckedAsItRecordsMatchesRecheck(t *testing.T) {
 	t.Parallel()

@@ -340,8 +340,9 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 	}
 	defer rec.Close()
 	// The check reads the history as it is written, so the end of the run only finishes it: its
-	// time and memory then do not grow with the run's length.
-	checking, ferr := results.FollowRun(dir, histPath, checkOptions(cfg))
+	// time and memory then do not grow with the run's length. It takes the events from the
+	// recorder as they are written rather than decoding the file back (history.Tap).
+	checking, ferr := results.FollowTap(dir, histPath, rec, checkOptions(cfg))
 	if ferr != nil {
 		log.Info("the history is checked once the run ends", "why", ferr)
 	}

@@ -30,6 +30,8 @@ type Recorder struct {
 	err      error
 	closed   bool
 	observer func(Event)
+	tap      *Tap
+	written  int64 // bytes given to w: the file offset of the next line
 	// failed is closed at the first write that fails (a full disk): a run whose history has a hole
 	// cannot be checked, so the harness stops it at once.
 	failed chan struct{}
@@ -66,6 +68,18 @@ func (r *Recorder) Restart(start time.Time) error {
 	return nil
 }
 
+// NewTap hands every event recorded from now on to a reader in this process as well (see Tap).
+// Only a recorder that has recorded nothing may be tapped: the reader reads the whole history.
+func (r *Recorder) NewTap() (*Tap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next != 0 || r.tap != nil {
+		return nil, fmt.Errorf("tap the history: %d events were already recorded", r.next)
+	}
+	r.tap = NewTap()
+	return r.tap, nil
+}
+
 // Now is the run clock: nanoseconds since the run started.
 func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
 
@@ -93,7 +107,10 @@ func (r *Recorder) Record(e Event) Event {
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("write history: %w", err))
+	} else if r.tap != nil {
+		r.tap.put(&r.enc, r.line, r.written)
 	}
+	r.written += int64(len(r.line))
 	if r.observer != nil {
 		r.observer(e)
 	}

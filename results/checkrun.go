@@ -31,7 +31,7 @@ func CheckRun(dir string, opts checker.Options) (*Checked, error) {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	return checkRun(dir, path, f, meta, metaErr, opts)
+	return checkRun(dir, path, history.NewScanner(f), meta, metaErr, opts)
 }
 
 // Write stores the checked run's results in its directory: results.json, summary.txt, the

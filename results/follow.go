@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/checker"
+	"github.com/lockpick-dev/lockpick/history"
 )
 
 // followPoll is how long a follower waits, at the end of what was written, before it reads again.
@@ -53,9 +54,70 @@ func FollowRun(dir, path string, opts checker.Options) (*Following, error) {
 	meta, metaErr := readMeta(dir)
 	fl.wg.Go(func() {
 		defer f.Close()
-		fl.checked, fl.err = checkRun(dir, path, &follower{f: f, done: fl.done, stop: fl.stop}, meta, metaErr, opts)
+		fl.checked, fl.err = checkRun(dir, path, history.NewScanner(&follower{f: f, done: fl.done, stop: fl.stop}), meta, metaErr, opts)
 	})
 	return fl, nil
+}
+
+// FollowTap is FollowRun taking the events from rec, the recorder that writes path and has
+// recorded nothing yet, as it writes them, rather than decoding them back from the file (see
+// history.Tap); the file is read only for what the tap did not take. rec must close the history
+// before Finish.
+func FollowTap(dir, path string, rec *history.Recorder, opts checker.Options) (*Following, error) {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		// What the tap did not take is read from the file, so the file must be one that can be.
+		return nil, fmt.Errorf("follow history: %s is not a regular file", path)
+	}
+	tap, err := rec.NewTap()
+	if err != nil {
+		return nil, fmt.Errorf("follow history: %w", err)
+	}
+	fl := &Following{dir: dir, done: make(chan struct{}), stop: make(chan struct{})}
+	meta, metaErr := readMeta(dir)
+	var f *os.File
+	rest := func(at int64) (io.Reader, error) {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return nil, fmt.Errorf("follow history: %w", err)
+		}
+		if _, err := f.Seek(at, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("follow history: %w", err)
+		}
+		return &follower{f: f, done: fl.done, stop: fl.stop}, nil
+	}
+	w := &tapWaiter{done: fl.done, stop: fl.stop}
+	src := history.NewTapReader(tap, func() bool { return closed(fl.done) }, w.wait, rest)
+	fl.wg.Go(func() {
+		defer func() {
+			if f != nil {
+				f.Close()
+			}
+		}()
+		fl.checked, fl.err = checkRun(dir, path, src, meta, metaErr, opts)
+	})
+	return fl, nil
+}
+
+// tapWaiter waits, when a tap is empty, as a follower does at the end of the file.
+type tapWaiter struct {
+	done, stop <-chan struct{}
+	t          *time.Timer
+}
+
+func (w *tapWaiter) wait() error {
+	if w.t == nil {
+		w.t = time.NewTimer(followPoll)
+	} else {
+		w.t.Reset(followPoll)
+	}
+	select {
+	case <-w.t.C:
+	case <-w.done:
+	case <-w.stop:
+		return errAbandoned
+	}
+	return nil
 }
 
 // Finish says the history is whole and returns the check, as CheckRun would. config.json is read
@@ -83,12 +145,12 @@ func (fl *Following) Abandon() {
 	fl.wg.Wait()
 }
 
-// checkRun is CheckRun of the run directory dir on its history at path, read from r, with
+// checkRun is CheckRun of the run directory dir on its history at path, read from src, with
 // config.json already read.
-func checkRun(dir, path string, r io.Reader, meta runMeta, metaErr error, opts checker.Options) (*Checked, error) {
+func checkRun(dir, path string, src checker.Source, meta runMeta, metaErr error, opts checker.Options) (*Checked, error) {
 	c := newCollector(meta)
 	opts.Observe = c.event
-	res, err := checker.CheckReader(r, opts)
+	res, err := checker.CheckSource(src, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -74,6 +74,65 @@ func TestFollowRunMatchesCheckRun(t *testing.T) {
 	}
 }
 
+// A run checked from the recorder's tap (FollowTap) gets the verdict and the report that CheckRun
+// gives afterwards on the file the recorder wrote, the reader now and then finding the tap empty.
+func TestFollowTapMatchesCheckRun(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		events []history.Event
+	}{
+		{"violation", (&synth{clients: 10, duration: 20000 * ms, violation: true}).build()},
+		{"generated, two keys", checker.Generate(3, 30000, 2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "single-restart", "20261122T061808.379Z")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteJSON(dir, ConfigFile, config(10)); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, history.FileName)
+			rec, err := history.Create(path, time.Now(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl, err := FollowTap(dir, path, rec, checker.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range c.events {
+				rec.Record(e) // stamped with the recorder's clock: both checks read the same file
+				if i%3000 == 0 {
+					time.Sleep(30 * time.Millisecond)
+				}
+			}
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+			online, err := fl.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			onlineRes, onlinePage, onlineSummary := writtenBy(t, online, dir)
+			offline, err := CheckRun(dir, checker.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			offlineRes, offlinePage, offlineSummary := writtenBy(t, offline, dir)
+			if onlineRes != offlineRes {
+				t.Errorf("results differ:\nfollowing: %.400s\nafterwards: %.400s", onlineRes, offlineRes)
+			}
+			if onlineSummary != offlineSummary {
+				t.Errorf("summary.txt differs:\nfollowing:\n%s\nafterwards:\n%s", onlineSummary, offlineSummary)
+			}
+			if onlinePage != offlinePage {
+				t.Errorf("report.html differs (%d and %d bytes)", len(onlinePage), len(offlinePage))
+			}
+		})
+	}
+}
+
 // writeInChunks writes b to f as a recorder does, in pieces of any size with pauses between some,
 // so the follower often finds the end of the file in the middle of a line.
 func writeInChunks(t *testing.T, f *os.File, b []byte, rng *rand.Rand) {
