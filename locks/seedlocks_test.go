@@ -115,7 +115,7 @@ func TestSetnxGetsetTrustsClientClocks(t *testing.T) {
 	ahead := func() time.Time { return time.Now().Add(5 * time.Second) }
 	holder := open(t, "setnx-getset", eps)
 	onTime := open(t, "setnx-getset", eps)
-	skewed, err := New("setnx-getset", eps, Options{NodeTimeout: 100 * time.Millisecond, Clock: ahead})
+	skewed, err := New("setnx-getset", eps, Options{NodeTimeout: time.Second, Clock: ahead})
 	if err != nil {
 		t.Fatal(err)
 	}

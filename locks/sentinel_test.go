@@ -102,6 +102,7 @@ func waitFor(t *testing.T, wait time.Duration, f func() error) {
 // Both Sentinel locks exclude, promise TTL less drift from the send, name the master that granted,
 // and a probe sees the lease on the primary and, once replicated, on the replicas.
 func TestSentinelLocksExcludeAndPromise(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := sentinelSystem(t)
 	ctx := context.Background()
 	for i, name := range namesOn("redis-sentinel") {
@@ -182,6 +183,7 @@ func TestSentinelWaitFailsWhenReplicationStalls(t *testing.T) {
 // After the primary is killed and a replica promoted, the lock finds the new master through the
 // sentinels, over its links, and names it on the lease.
 func TestSentinelLockFollowsAFailover(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := sentinelSystem(t)
 	l := openOn(t, sys, "sentinel", Options{})
 	ctx := context.Background()
