@@ -50,8 +50,13 @@ tidy:
 # The unit and integration tests, then the newcomer's path (scripts/newcomer.sh): in a fresh clone
 # of the committed HEAD, what the README tells a newcomer to type, with every default. The long
 # integration tests (LONG_TESTS) are left to make test-long, which CI runs after this.
+# Budget (issue 28): under 8 minutes on a quiet 2-core machine, green under load. Independent long
+# tests run in parallel (checker, results, locks, systems), and no verdict waits on a wall-clock
+# bound tuned to a quiet machine; docs/speed.md ("The test suite") says which tests changed, why,
+# and the measured figures. -timeout only ends a hang: at load 55 the checker package alone took
+# 13 minutes (87 s of CPU), close to the 14 minutes this was.
 test: deps browser vet tidy shim
-	$(GO) test -race -count=1 -timeout 14m -skip '$(LONG_TESTS)' ./...
+	$(GO) test -race -count=1 -timeout 30m -skip '$(LONG_TESTS)' ./...
 	@scripts/newcomer.sh
 
 # The long integration tests (issue 28), which make test skips and CI runs after it: the Docker

@@ -72,6 +72,7 @@ func randomCounterOps(rng *rand.Rand, guard resource.Guard, rounds int) []resOp 
 // Cutting the counter history into parts, shortening unknown writes and carrying sets of end states
 // must give exactly porcupine's verdict on the whole, uncut history.
 func TestCounterPartsAgreeWithTheWholeHistory(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(8))
 	var legal, illegal, multi int
 	for i := range 3000 {
@@ -179,6 +180,7 @@ func genCounter(seed int64, cycles int, infoEvery int) []history.Event {
 // prove it, and every size above only costs time (each check here is three checks and a JSON round
 // trip under -race).
 func TestLongCounterHistoryWithUnknownWritesIsDefinite(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	cycles := maxSegmentOps/2 + 500
 	evs := genCounter(5, cycles, 200)
 	r := mustCheckCounter(t, evs)

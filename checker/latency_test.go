@@ -10,6 +10,7 @@ import (
 // The compact latencies give the nearest-rank percentiles of the plain sorted list, whatever mix of
 // short, long and negative values they hold.
 func TestLatenciesMatchASortedList(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(1))
 	for round := range 200 {
 		var l latencies
@@ -48,6 +49,7 @@ func TestLatenciesMatchASortedList(t *testing.T) {
 // Past exactLatencies the percentiles come from a sketch: each within its 1% of the exact
 // nearest-rank one, the count and the maximum exact.
 func TestLatenciesPastTheExactLimitWithinOnePercent(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(2))
 	var l latencies
 	n := exactLatencies + 50000

@@ -146,6 +146,7 @@ func shortcutAgrees(evs []history.Event, decided *int) string {
 // called), the interval sweep, a brute-force pair count and the live Monitor all reach the same
 // answer, and that the shortcut answers as porcupine does on every segment it decides.
 func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(20240601))
 	var invalid, valid, split, shortcut int
 	// 1,500 histories clear every floor below with room (halved from 3,000 for make test's budget,
@@ -212,6 +213,7 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 }
 
 func TestMonitorOnGeneratedHistory(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	// 10,000 operations already hold contention, unknown outcomes, overruns and faults (the floors
 	// below); more only cost time under -race.
 	evs := Generate(3, 10000, 3)

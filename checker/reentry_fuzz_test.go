@@ -319,6 +319,7 @@ func oracle(evs []history.Event) (overlaps, late, reentries, crashes int) {
 // Monitor and the oracle, which must agree on the overlapping pairs, the late renewals and extends,
 // and the re-entries that continued a hold.
 func TestReentrantHistoriesAgreeWithOracle(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(23))
 	var withReentry, withLate, withCrash, withBoth, invalid, disagree int
 	// 2,000 histories clear every floor below with room (halved from 4,000 for make test's budget,

@@ -68,8 +68,8 @@ func sortByTime(evs []history.Event) {
 func mustCheckCounter(t *testing.T, evs []history.Event) *Result {
 	t.Helper()
 	sortByTime(evs)
-	checkStreamed(t, evs, Options{}) // lockpick check's way must give the same result
-	r, err := Check(evs, Options{})
+	checkStreamed(t, evs, untimed()) // lockpick check's way must give the same result
+	r, err := Check(evs, untimed())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,7 @@ func TestTokenRegressionIsFound(t *testing.T) {
 // Many sequential increments are cut into segments; a long valid history checks quickly and a lost
 // update deep inside it is still found.
 func TestCounterSegments(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	for _, lose := range []bool{false, true} {
 		h := &counterHist{guard: "none"}
 		v := int64(0)

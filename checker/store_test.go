@@ -54,6 +54,7 @@ func resultText(t *testing.T, r *Result) string {
 // Streaming keeps the verdict and every figure of the result on generated, random, counter and
 // broken histories.
 func TestStreamedCheckMatchesWholeHistory(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	checkStreamed(t, Generate(5, 20000, 3), Options{})
 	rng := rand.New(rand.NewSource(7))
 	for range 300 {
@@ -89,6 +90,7 @@ func TestStreamedCheckNamesLinesPastBlankLines(t *testing.T) {
 // histories with late, foreign and value-less releases, whose ok releases the culprits keep by their
 // hold (relOp).
 func TestStreamedCheckMatchesWholeOnReentrantHistories(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	rng := rand.New(rand.NewSource(11))
 	for range 200 {
 		checkStreamed(t, reentrantHistory(rng), Options{})

@@ -106,6 +106,7 @@ func TestGoZeroNestedReleaseFreesTheOuterHold(t *testing.T) {
 // the key is renewed by the SET NX renewals (redsync's WithSetNXOnExtend, go-zero's keepalive), and
 // refused by plain redsync, on real redis-servers.
 func TestRenewalAfterExpiryTakesAFreedKey(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	for _, c := range []struct {
 		name  string
 		renew bool
@@ -114,19 +115,21 @@ func TestRenewalAfterExpiryTakesAFreedKey(t *testing.T) {
 			_, eps, _ := cluster(t, 5)
 			ctx := context.Background()
 			a, b := open(t, c.name, eps), open(t, c.name, eps)
-			lease, err := a.Acquire(ctx, "k", time.Second)
+			// Leases of 2 s: a loaded machine takes a good part of a second to reach five nodes, and a
+			// lease that ends before it is granted proves nothing here (issue 28).
+			lease, err := a.Acquire(ctx, "k", 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(1600 * time.Millisecond) // past the TTL and go-zero's 500 ms tolerance
-			other, err := b.Acquire(ctx, "k", time.Second)
+			time.Sleep(2600 * time.Millisecond) // past the TTL and go-zero's 500 ms tolerance
+			other, err := b.Acquire(ctx, "k", 2*time.Second)
 			if err != nil {
 				t.Fatalf("the expired key was not granted to another client: %v", err)
 			}
 			if err := b.Release(ctx, other); err != nil {
 				t.Fatal(err)
 			}
-			_, err = a.Extend(ctx, lease, time.Second)
+			_, err = a.Extend(ctx, lease, 2*time.Second)
 			switch {
 			case c.renew && err != nil:
 				t.Fatalf("the renewal of the expired lease failed (%v): the SET NX renewal should take the freed key", err)

@@ -28,6 +28,7 @@ func etcdSystem(t *testing.T) systems.System {
 // with each answer; a holder paused past its lease loses it to another client, whose fencing token
 // (the key's create revision) is higher, and hears of the loss once it runs again.
 func TestEtcdLockHeldRenewedAndLostToAPause(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := etcdSystem(t)
 	o := Options{NodeTimeout: 500 * time.Millisecond}
 	a, b := openOn(t, sys, "etcd", o), openOn(t, sys, "etcd", o)

@@ -60,6 +60,7 @@ func TestClientInitFailures(t *testing.T) {
 // Replies that break the protocol never become a lease: the acquire is unknown and the program is
 // broken, so the run stops rather than guess.
 func TestClientBrokenReplies(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	for _, mode := range []string{"unknown-id", "twice", "no-value", "negative-validity", "validity-missing", "huge-line", "unknown-field", "wrong-type", "close-stdout", "string-id", "depth", "token", "other-key", "empty-line", "huge-validity"} {
 		t.Run(mode, func(t *testing.T) {
 			e, err := badClient(t, mode)
@@ -294,6 +295,7 @@ func TestClientClockShim(t *testing.T) {
 // The shipped clients, against real Redis nodes through their libraries: one holder at a time, the
 // lease named by the library's value, released for the next.
 func TestShippedClients(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	for _, name := range []string{"py-redis", "py-tooz", "php-malkusch"} {
 		t.Run(name, func(t *testing.T) {
 			k, _ := Lookup(name)

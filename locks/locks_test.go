@@ -30,12 +30,16 @@ func cluster(t *testing.T, n int) (*systems.Local, []Endpoint, []*redis.Client) 
 	return c, eps, admins
 }
 
+// open's node timeout is far above a request's time on a loaded machine (at load 20, EXPIRE after
+// SETNX took over 100 ms): these tests judge what a lock does, not how fast a node answers; the test
+// of the node timeout itself sets its own (issue 28).
 func open(t *testing.T, name string, eps []Endpoint) Locker {
 	t.Helper()
-	return openWith(t, name, eps, Options{NodeTimeout: 100 * time.Millisecond})
+	return openWith(t, name, eps, Options{NodeTimeout: time.Second})
 }
 
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	for _, name := range leaseLocks(func(Kind) bool { return true }) {
 		t.Run(name, func(t *testing.T) {
 			_, eps, _ := cluster(t, 5)
@@ -101,7 +105,9 @@ func TestExpiryLetsTheNextClientIn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Until(la.Start.Add(220 * time.Millisecond)))
+			// The nodes set the key's expiry before they answered: 220 ms after the answer it is
+			// gone, however late a loaded machine delivered the request (issue 28).
+			time.Sleep(220 * time.Millisecond)
 			if _, err := b.Acquire(ctx, "k", time.Second); err != nil {
 				t.Fatalf("acquire after expiry: %v", err)
 			}
@@ -118,10 +124,9 @@ func TestExtend(t *testing.T) {
 			_, eps, admins := cluster(t, 5)
 			ctx := context.Background()
 			l := open(t, name, eps)
-			ttl := 300 * time.Millisecond
-			if k, _ := Lookup(name); k.WholeSeconds {
-				ttl = time.Second
-			}
+			// Whole seconds, which every lock takes, and far above the time a loaded machine needs
+			// to acquire and extend (issue 28).
+			ttl := 2 * time.Second
 			lease, err := l.Acquire(ctx, "k", ttl)
 			if err != nil {
 				t.Fatal(err)

@@ -35,6 +35,7 @@ func postgresSystem(t *testing.T) systems.System {
 // Both advisory locks refuse a held key and grant it after the release; terminating the holder's
 // backend frees the lock under the holder, which hears of it only when it releases.
 func TestPostgresAdvisoryLocksEndWithTheirSession(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := postgresSystem(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -79,6 +80,7 @@ func TestPostgresAdvisoryLocksEndWithTheirSession(t *testing.T) {
 // pg-lease refuses a live lease, grants an expired one with a higher token, refuses the release of
 // a superseded lease, and outlives the sessions of its clients.
 func TestPostgresLeaseTokensAndExpiry(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := postgresSystem(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -118,6 +120,7 @@ func TestPostgresLeaseTokensAndExpiry(t *testing.T) {
 // Through PgBouncer in transaction pooling a second client is granted a held session lock (its try
 // runs on the holder's server session, where the lock is reentrant); in session pooling it is refused.
 func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := postgresSystem(t)
 	if len(sys.Nodes()) < 3 {
 		t.Skip("pgbouncer tests skipped: pgbouncer not installed (scripts/install-deps.sh)")
@@ -154,6 +157,7 @@ func TestPostgresAdvisoryThroughPgBouncer(t *testing.T) {
 // to the server's keepalive, about 4 s later, with nothing said to the holder; after the heal, the
 // holder's release fails. Needs root (iptables).
 func TestPostgresHalfOpenSessionLosesItsLock(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	if os.Geteuid() != 0 {
 		t.Skip("dropping a connection's packets needs root (iptables)")
 	}

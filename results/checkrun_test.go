@@ -12,6 +12,7 @@ import (
 // CheckRun gathers the report in the checker's own pass: its page is the one Write draws from a
 // second reading of the history, timings aside.
 func TestCheckRunReportsInOnePass(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, _ := writeRun(t, &synth{clients: 10, duration: 20000 * ms, violation: true}, config(10))
 	want := readReport(t, dir)
 	c, err := CheckRun(dir, checker.Options{})
@@ -43,6 +44,7 @@ func readReport(t *testing.T, dir string) string {
 // A small run's failed acquires are drawn one by one on their slot's lane (they were once dropped
 // when not binned).
 func TestTimelineDrawsEachFailedAcquire(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	s := &synth{clients: 10, duration: 5000 * ms}
 	dir, res := writeRun(t, s, config(10))
 	d, err := readRunData(dir, res)

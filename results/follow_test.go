@@ -17,6 +17,7 @@ import (
 // `lockpick check DIR` (CheckRun) gives afterwards, whatever the chunks the writer wrote, lines cut
 // in two included.
 func TestFollowRunMatchesCheckRun(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	for _, c := range []struct {
 		name   string
 		events []history.Event
@@ -26,6 +27,7 @@ func TestFollowRunMatchesCheckRun(t *testing.T) {
 		{"generated, two keys", checker.Generate(3, 30000, 2)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			var hist bytes.Buffer
 			enc := json.NewEncoder(&hist)
 			for _, e := range c.events {

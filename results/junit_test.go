@@ -15,6 +15,7 @@ import (
 // An invalid run is a failing test case whose text is the violation summary; a valid one passes;
 // an unknown verdict and a run that could not start are errors. The file is JUnit XML a CI reads.
 func TestJUnitCasesFollowTheVerdict(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, invalid := writeRun(t, &synth{clients: 10, duration: 8000 * ms, violation: true}, config(10))
 	_, valid := writeRun(t, &synth{clients: 10, duration: 2000 * ms}, config(10))
 	unknown := &checker.Result{Valid: checker.Unknown, Errors: []string{"checker disagreement: test"}}
@@ -50,6 +51,7 @@ func TestJUnitCasesFollowTheVerdict(t *testing.T) {
 
 // A matrix cell fails when any seed is invalid, with each invalid run's summary.txt as the text.
 func TestJUnitCellCase(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, res := writeRun(t, &synth{clients: 10, duration: 8000 * ms, violation: true}, config(10))
 	cell := &Cell{Lock: "single", Nemesis: "restart", Expected: "invalid", Runs: []*CellRun{
 		NewCellRun(1, dir, res), {Seed: 2, Verdict: "valid", FirstViolation: -1, Dir: dir},

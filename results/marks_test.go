@@ -32,6 +32,7 @@ func TestTimelineMarksEarlyLossesAndLateExtends(t *testing.T) {
 // A role change the system announced on a node that granted one of the violation's holds is drawn
 // on that node's lane: which node was primary when is part of why two clients held at once.
 func TestViolationTimelineShowsRoleChanges(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	s := &synth{clients: 10, duration: 20000 * ms, violation: true}
 	s.add(history.Event{Time: 6390 * ms, Type: history.Info, Process: history.SystemProcess, F: history.FRole,
 		Nodes: []string{"n1"}, Roles: map[string]string{"n1": "primary"}, Note: "+switch-master"})

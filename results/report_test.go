@@ -146,6 +146,7 @@ func config(clients int) map[string]any {
 }
 
 func TestReportShowsTheViolationSelfContained(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, res := writeRun(t, &synth{clients: 10, duration: 20000 * ms, violation: true}, config(10))
 	if res.Valid != checker.Invalid || res.ViolationCount != 1 {
 		t.Fatalf("the synthetic history should hold exactly one violation, got %s with %d", res.Valid, res.ViolationCount)
@@ -193,6 +194,7 @@ func htmlText(s string) string {
 // The whole-run timeline has one lane per slot: a process id p runs in slot p mod clients, so a
 // run whose processes retire after every hold still draws 10 lanes, and a hold of p13 lands in slot 3.
 func TestTimelineLanesAreSlots(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	s := &synth{clients: 10, duration: 5000 * ms, retire: true}
 	dir, res := writeRun(t, s, config(10))
 	d, err := readRunData(dir, res)
@@ -270,6 +272,7 @@ func TestLostUpdatesLocated(t *testing.T) {
 // A run in which no acquire completed (its clients never got to work) still gets its report: the
 // latency plot's log axis has nothing to span, and must not fail the run that was checked.
 func TestReportOfARunWithoutAcquires(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, res := writeRun(t, &synth{clients: 3, duration: 0}, map[string]any{"lock": "py-tooz"})
 	if _, err := os.Stat(filepath.Join(dir, LatencyPlotFile)); err != nil {
 		t.Fatalf("no latency plot: %v", err)
@@ -288,6 +291,7 @@ func TestReportOfARunWithoutAcquires(t *testing.T) {
 // line that counts them, and the evidence comes after the plots. (The browser test measures where
 // they land; this holds where no Chromium is.)
 func TestReportOrder(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	dir, res := writeRun(t, &synth{clients: 10, duration: 10000 * ms, violations: 3}, config(10))
 	if res.ViolationCount != 3 {
 		t.Fatalf("the synthetic history should hold 3 violations, got %d", res.ViolationCount)

@@ -14,6 +14,7 @@ const testVersion = "v0.0.0-20261126183932-46dafc325a37+dirty"
 // The version config.json records is the one the report's header and both cards name; records
 // from before versions were stamped name their revision.
 func TestVersionInReportAndCards(t *testing.T) {
+	t.Parallel() // long and CPU-bound: runs beside the package's other long checks (issue 28)
 	meta := config(3)
 	meta["version"] = testVersion
 	dir, _ := writeRun(t, &synth{clients: 3, duration: 3000 * ms}, meta)

@@ -114,6 +114,7 @@ func TestEtcdRolesAndPeerLinks(t *testing.T) {
 // member started without its data rejoins too (it bootstraps with the same id and catches up); a
 // paused member is left behind by its peers and continues.
 func TestEtcdKillRestartWipePause(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	s := startEtcdSys(t)
 	b := s.Backend()
 	leader := leaderOf(t, s)

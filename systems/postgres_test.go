@@ -41,6 +41,7 @@ func startPostgres(t *testing.T) System {
 }
 
 func TestPostgresKillRestartWipePause(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	sys := startPostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -111,6 +112,7 @@ func TestPostgresKillRestartWipePause(t *testing.T) {
 // the postgres node must move now() in every backend: one forked before the jump (a client's open
 // session) as well as one forked after it.
 func TestPostgresClockShimMovesNow(t *testing.T) {
+	t.Parallel() // mostly waits on its own servers: runs beside the others (issue 28)
 	if _, err := FindPostgres(""); err != nil {
 		t.Skipf("postgres tests skipped: %v", err)
 	}

@@ -30,27 +30,54 @@ func TestMutexRecordsWellFormedHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := c.Nodes()[0]
+	var seen grants
 	env := Env{Recorder: rec, NewLocker: func(int) (locks.Locker, error) {
-		return locks.New("single", []locks.Endpoint{{Node: node.Name, Addr: node.Addr()}}, locks.Options{NodeTimeout: 50 * time.Millisecond})
+		l, err := locks.New("single", []locks.Endpoint{{Node: node.Name, Addr: node.Addr()}}, locks.Options{NodeTimeout: 50 * time.Millisecond})
+		return counting{Locker: l, seen: &seen}, err
 	}}
 	m := Mutex{Clients: 4, Keys: 2, TTL: 400 * time.Millisecond, Seed: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// Each fault starts once the clients have seen the last one's effect, and the run ends once they
+	// have seen them all: a loaded machine makes it slower, not weaker (issue 28). The minute is
+	// only a bound on a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var stopped atomic.Int64 // when the choreography ended the run, in Unix nanoseconds
 	go func() {
-		time.Sleep(500 * time.Millisecond)
+		defer cancel()
+		wait := func(n *atomic.Int64) bool {
+			for was := n.Load(); n.Load() == was; time.Sleep(5 * time.Millisecond) {
+				if ctx.Err() != nil {
+					return false
+				}
+			}
+			return true
+		}
+		for range 3 { // a few grants before any fault
+			if !wait(&seen.ok) {
+				return
+			}
+		}
 		c.Signal(node.Name, syscall.SIGSTOP)
-		time.Sleep(200 * time.Millisecond)
+		ok := wait(&seen.unknown) // a request timed out on the stopped node
 		c.Signal(node.Name, syscall.SIGCONT)
-		time.Sleep(300 * time.Millisecond)
+		if !ok || !wait(&seen.ok) {
+			return
+		}
 		c.Kill(node.Name)
-		time.Sleep(200 * time.Millisecond)
+		ok = wait(&seen.refused) // an acquire refused by the dead node
 		c.Start(context.Background(), node.Name)
+		if !ok || !wait(&seen.ok) {
+			return
+		}
+		stopped.Store(time.Now().UnixNano())
 	}()
-	began := time.Now()
 	if err := m.Run(ctx, env); err != nil {
 		t.Fatal(err)
 	}
-	if over := time.Since(began) - 2*time.Second; over > m.TTL+m.TTL/2 {
+	if stopped.Load() == 0 {
+		t.Fatalf("the clients did not see every fault within a minute: %d grants, %d unknown, %d refused", seen.ok.Load(), seen.unknown.Load(), seen.refused.Load())
+	}
+	if over := time.Since(time.Unix(0, stopped.Load())); over > m.TTL+m.TTL/2 {
 		t.Fatalf("the workload took %v past its deadline to stop", over)
 	}
 	rec.Close()
@@ -193,4 +220,35 @@ func TestWorkEndsWithTheRun(t *testing.T) {
 			t.Errorf("pauses %v: work of 5s went on %v after the run ended at 50ms", p != nil, d)
 		}
 	}
+}
+
+// grants counts what the workload's clients got from the lock.
+type grants struct{ ok, unknown, refused atomic.Int64 }
+
+// counting is a Locker that counts its acquires' outcomes in seen, so that the test moves to the
+// next fault when the clients have seen the last one.
+type counting struct {
+	locks.Locker
+	seen *grants
+}
+
+func (c counting) Acquire(ctx context.Context, key string, ttl time.Duration) (*locks.Lease, error) {
+	l, err := c.Locker.Acquire(ctx, key, ttl)
+	switch {
+	case err == nil:
+		c.seen.ok.Add(1)
+	case locks.IsIndeterminate(err):
+		c.seen.unknown.Add(1)
+	case !locks.IsHeld(err):
+		c.seen.refused.Add(1)
+	}
+	return l, err
+}
+
+// Warm passes the harness's warm-up on, as the workload would call it on the lock itself.
+func (c counting) Warm(ctx context.Context) error {
+	if w, ok := c.Locker.(locks.Warmer); ok {
+		return w.Warm(ctx)
+	}
+	return nil
 }

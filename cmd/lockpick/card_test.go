@@ -181,6 +181,7 @@ func TestCardBadInput(t *testing.T) {
 // A tiny card on the single lock: the lock keeps its promise with no fault and breaks it under an
 // immediate restart; the card says so, exits 1, and --from re-judges the same runs.
 func TestTinyCard(t *testing.T) {
+	t.Parallel() // waits on the programs it runs: runs beside the others (issue 28)
 	if testing.Short() {
 		t.Skip("starts redis-server")
 	}

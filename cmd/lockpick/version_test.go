@@ -73,6 +73,7 @@ func TestVersionOfStamp(t *testing.T) {
 // make build stamps the version from git, in a worktree too (where go build alone does not): the
 // binary prints the pseudo-version of HEAD, and the revision git names.
 func TestVersionMakeBuildStamps(t *testing.T) {
+	t.Parallel() // waits on the programs it runs: runs beside the others (issue 28)
 	if testing.Short() {
 		t.Skip("builds lockpick (-short)")
 	}
