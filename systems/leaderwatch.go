@@ -2,12 +2,8 @@ package systems
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"maps"
 	"net"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -17,20 +13,16 @@ import (
 // and, when the leader changed, marks it leader and every other node follower and tells the
 // watchers. A reading with no leader (an election under way) leaves the roles as they were.
 type leaderWatch struct {
+	roleBoard
 	leaderNow func(ctx context.Context) string
-	family    string
-	log       *slog.Logger
 
-	mu     sync.Mutex
-	roles  map[string]Role
-	subs   []func(Event)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 func watchLeader(family string, nodes []Node, every time.Duration, leaderNow func(context.Context) string, log *slog.Logger) *leaderWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &leaderWatch{leaderNow: leaderNow, family: family, log: log, roles: StaticRoles(nodes).Roles(), cancel: cancel}
+	w := &leaderWatch{roleBoard: newRoleBoard(family, nodes, log), leaderNow: leaderNow, cancel: cancel}
 	w.wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -51,44 +43,20 @@ func (w *leaderWatch) update(ctx context.Context) {
 	if leader == "" || ctx.Err() != nil {
 		return
 	}
-	w.mu.Lock()
-	changed := map[string]Role{}
-	for name, role := range w.roles {
-		want := RoleFollower
-		if name == leader {
-			want = RoleLeader
+	w.change(func(roles map[string]Role) map[string]Role {
+		changed := map[string]Role{}
+		for name, role := range roles {
+			want := RoleFollower
+			if name == leader {
+				want = RoleLeader
+			}
+			if role != want {
+				changed[name] = want
+				roles[name] = want
+			}
 		}
-		if role != want {
-			changed[name] = want
-			w.roles[name] = want
-		}
-	}
-	subs := slices.Clone(w.subs)
-	w.mu.Unlock()
-	if len(changed) == 0 {
-		return
-	}
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(changed)) {
-		parts = append(parts, fmt.Sprintf("%s is %s", n, changed[n]))
-	}
-	e := Event{Time: time.Now(), Kind: KindRoles, Text: strings.Join(parts, ", "), Roles: changed}
-	w.log.Debug(w.family+" roles", "leader", leader, "changed", e.Text)
-	for _, f := range subs {
-		f(e)
-	}
-}
-
-func (w *leaderWatch) current() map[string]Role {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return maps.Clone(w.roles)
-}
-
-func (w *leaderWatch) subscribe(f func(Event)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.subs = append(w.subs, f)
+		return changed
+	})
 }
 
 func (w *leaderWatch) close() {

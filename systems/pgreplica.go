@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -214,14 +212,12 @@ const pgRolesEvery = 100 * time.Millisecond
 // fenced. Each server is asked over its own address, past every link: a fault on a path must not
 // blind the harness.
 type pgRoles struct {
+	roleBoard
 	nodes []Node
-	log   *slog.Logger
 
-	mu     sync.Mutex
-	roles  map[string]Role
+	mu     sync.Mutex // guards fenced; taken inside the board's lock, never around it
 	fenced map[string]bool
 	conns  map[string]*pgx.Conn
-	subs   []func(Event)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// asking serialises the rounds of questions (the ticker's and a promotion's).
@@ -229,11 +225,8 @@ type pgRoles struct {
 }
 
 func watchPgRoles(nodes []Node, log *slog.Logger) *pgRoles {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &pgRoles{nodes: nodes, log: log, roles: StaticRoles(nodes).Roles(), fenced: map[string]bool{}, conns: map[string]*pgx.Conn{}, cancel: cancel}
+	r := &pgRoles{roleBoard: newRoleBoard("postgres", nodes, log), nodes: nodes, fenced: map[string]bool{}, conns: map[string]*pgx.Conn{}, cancel: cancel}
 	r.update(ctx)
 	r.wg.Go(func() {
 		t := time.NewTicker(pgRolesEvery)
@@ -310,43 +303,21 @@ func (r *pgRoles) ask(ctx context.Context, n Node) (Role, bool) {
 
 // set records roles and announces the ones that changed (a fenced node stays fenced).
 func (r *pgRoles) set(roles map[string]Role) {
-	r.mu.Lock()
-	changed := map[string]Role{}
-	for n, role := range roles {
-		if r.fenced[n] {
-			role = RoleFenced
+	r.change(func(board map[string]Role) map[string]Role {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		changed := map[string]Role{}
+		for n, role := range roles {
+			if r.fenced[n] {
+				role = RoleFenced
+			}
+			if board[n] != role {
+				board[n] = role
+				changed[n] = role
+			}
 		}
-		if r.roles[n] != role {
-			r.roles[n] = role
-			changed[n] = role
-		}
-	}
-	subs := slices.Clone(r.subs)
-	r.mu.Unlock()
-	if len(changed) == 0 {
-		return
-	}
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(changed)) {
-		parts = append(parts, fmt.Sprintf("%s is %s", n, changed[n]))
-	}
-	e := Event{Time: time.Now(), Kind: KindRoles, Text: strings.Join(parts, ", "), Roles: changed}
-	r.log.Debug("postgres roles", "changed", e.Text)
-	for _, f := range subs {
-		f(e)
-	}
-}
-
-func (r *pgRoles) current() map[string]Role {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.roles)
-}
-
-func (r *pgRoles) subscribe(f func(Event)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.subs = append(r.subs, f)
+		return changed
+	})
 }
 
 // close stops asking and closes the connections.
