@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes docs/cards/LOCK.md, the card of every shipped lock (make cards): one `lockpick card LOCK`
 # after the other, each with --parallel 2, then one line per lock with its exit code and wall time.
-# SEEDS (default 1) and LOCKS (default: every shipped lock) narrow it; STORE keeps the runs.
+# SEEDS (default 1) and LOCKS (default: every shipped lock) narrow it; STORE keeps the runs;
+# ALL_SEEDS=1 runs a broken row's later seeds too (card --all-seeds: "broken in k of 5").
 # Usage: scripts/cards.sh LOCKPICK
 set -u
 bin=${1:?usage: cards.sh LOCKPICK}
@@ -11,7 +12,7 @@ locks=${LOCKS:-single fenced redlock sentinel sentinel-wait sentinel-fenced watc
 mkdir -p docs/cards "$store"
 for l in $locks; do
 	start=$(date +%s)
-	"$bin" card "$l" --seeds "$seeds" --parallel 2 --store "$store" --report "docs/cards/$l.md" >"$store/cards-$l.log" 2>&1
+	"$bin" card "$l" --seeds "$seeds" ${ALL_SEEDS:+--all-seeds} --parallel 2 --store "$store" --report "docs/cards/$l.md" >"$store/cards-$l.log" 2>&1
 	rc=$?
 	printf '%-20s exit %d  %4ds  %s\n' "$l" "$rc" $(($(date +%s) - start)) "$(sed -n 3p "docs/cards/$l.md" 2>/dev/null)"
 done
