@@ -8,7 +8,7 @@ set -u
 bin=${1:?usage: cards.sh LOCKPICK}
 seeds=${SEEDS:-1}
 store=${STORE:-store}
-locks=${LOCKS:-single fenced redlock sentinel sentinel-wait sentinel-fenced watchdog r2m watchdog-sentinel r2m-sentinel setnx-getset setnx-del etcd etcd-unlock-retry py-redis py-tooz php-malkusch redsync redsync-1 bsm-redislock rueidislock go-zero go-zero-default}
+locks=${LOCKS:-single fenced redlock sentinel sentinel-wait sentinel-fenced watchdog r2m watchdog-sentinel r2m-sentinel setnx-getset setnx-del etcd etcd-unlock-retry py-redis py-tooz php-malkusch redsync redsync-1 bsm-redislock rueidislock go-zero go-zero-default go-zk curator kazoo pg-advisory pg-advisory-xact pg-lease pg-advisory-pgbouncer pg-advisory-pgbouncer-session}
 mkdir -p docs/cards "$store"
 for l in $locks; do
 	start=$(date +%s)
