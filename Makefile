@@ -158,9 +158,10 @@ REPORT ?=
 card: deps build
 	$(BIN) card $(LOCK) --store $(STORE) $(if $(REPORT),--report $(REPORT)) $(ARGS)
 
-# The card of every shipped lock, docs/cards/LOCK.md (SEEDS=1,2,3 for more seeds; LOCKS="..." for some).
+# The card of every shipped lock, docs/cards/LOCK.md (SEEDS=1,2,3 for more seeds; LOCKS="..." for some;
+# ALL_SEEDS=1 runs a broken row's later seeds too, for "broken in k of 5").
 cards: deps build
-	SEEDS="$(or $(SEEDS),1)" STORE=$(STORE) scripts/cards.sh $(BIN)
+	SEEDS="$(or $(SEEDS),1)" ALL_SEEDS="$(ALL_SEEDS)" STORE=$(STORE) scripts/cards.sh $(BIN)
 
 # The catalogue of real lock bugs (docs/bugs.md): every row's scenario at seeds 1 to 5 (SEEDS="1 2"
 # for fewer), three at a time, then the table of k of 5 and first findings; about 10 minutes.

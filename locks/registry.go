@@ -30,6 +30,10 @@ type Kind struct {
 	// Reentrant: the owner may acquire a key it holds again (its leases report a depth), so a run
 	// may enter it again inside a hold (--reentrant).
 	Reentrant bool
+	// ClockFree: the lock runs inside lockpick and its library reads only Go's monotonic clock, so
+	// the client-clock fault (which moves Options.Clock and client programs' wall clocks) reaches
+	// nothing in it.
+	ClockFree bool
 	// Program: the lock is a client program speaking the client protocol (docs/protocol.md), one
 	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
 	// of nodes, with the capabilities the user declares (WithCapabilities).
@@ -85,7 +89,7 @@ func kinds() []Kind {
 		// lease lasts as long as the session, and ends for the holder only through its connection
 		// listener (SUSPENDED or LOST), so they are watchdog locks with the lock node's czxid as token.
 		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: curatorProbe, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
-		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
+		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, ClockFree: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
 		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: kazooProbe, Build: shipped(python, "python/kazoo_lock.py")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,

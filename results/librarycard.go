@@ -52,6 +52,9 @@ type LibraryCard struct {
 	Revision string   `json:"revision"`
 	Command  []string `json:"command,omitempty"`
 	Seeds    []uint64 `json:"seeds"`
+	// AllSeeds: a broken row ran its later seeds too (--all-seeds), so its "seeds broken / run"
+	// is how often the fault finds the break, not only that it can.
+	AllSeeds bool `json:"all_seeds,omitempty"`
 	// Headline is "SAFE under every row" or "UNSAFE under: ..."; Remedies the remedy rows proved.
 	Headline string       `json:"headline"`
 	Remedies []CardRemedy `json:"remedies,omitempty"`
@@ -324,8 +327,12 @@ func (card *LibraryCard) Markdown(w io.Writer) error {
 	if card.Rejudged {
 		took = "made from stored runs, checked again by this build"
 	}
-	fmt.Fprintf(&b, "Seeds %s; a row broken in one seed runs no more seeds. Started %s, %s, lockpick %s.\n",
-		joinSeeds(card.Seeds), card.Started.UTC().Format(time.RFC3339), took, harnessVersion(card.Version, card.Revision))
+	policy := "a row broken in one seed runs no more seeds"
+	if card.AllSeeds {
+		policy = "every row runs every seed, broken or not; a broken row's time to first finding is the median over its broken seeds"
+	}
+	fmt.Fprintf(&b, "Seeds %s; %s. Started %s, %s, lockpick %s.\n",
+		joinSeeds(card.Seeds), policy, card.Started.UTC().Format(time.RFC3339), took, harnessVersion(card.Version, card.Revision))
 	if len(card.Remedies) > 0 {
 		b.WriteString("\n## Remedies\n\n")
 		for _, r := range card.Remedies {
@@ -432,12 +439,37 @@ func (row *CardRow) seedsCell() string {
 	return s
 }
 
+// timeCell is the time to the first finding: the first broken seed's, or with two or more broken
+// seeds their median and each seed's, so that "found within 60 s" can be read off the card.
 func (row *CardRow) timeCell() string {
-	if r := row.FirstBroken(); r != nil {
-		_, at := r.Finding()
-		return at
+	var at []int64
+	var each []string
+	for _, r := range row.Runs {
+		if r.Error == "" && r.Verdict == checker.Invalid.String() && r.First != nil {
+			at = append(at, r.First.At)
+			each = append(each, fmt.Sprintf("%d: %s", r.Seed, checker.FormatTime(r.First.At)))
+		}
 	}
-	return "—"
+	switch {
+	case len(at) == 0 && row.FirstBroken() != nil:
+		_, t := row.FirstBroken().Finding()
+		return t
+	case len(at) == 0:
+		return "—"
+	case len(at) == 1:
+		return checker.FormatTime(at[0])
+	}
+	return fmt.Sprintf("median %s (seed %s)", checker.FormatTime(median(at)), strings.Join(each, "; "))
+}
+
+// median is the middle of ds, or the mean of the two middle ones.
+func median(ds []int64) int64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 func (row *CardRow) lastCell(group string) string {

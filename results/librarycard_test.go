@@ -119,3 +119,31 @@ func TestCardHeadlineSafeAndNotJudged(t *testing.T) {
 		t.Errorf("headline %q", card.Headline)
 	}
 }
+
+// With --all-seeds a broken row shows in how many seeds it broke and the median time to its first
+// finding, each seed's time beside it; the header says every seed ran.
+func TestCardAllSeedsShowsKOfNAndMedian(t *testing.T) {
+	at := func(r *CardRun, s float64) *CardRun { r.First.At = int64(s * 1e9); return r }
+	row := &CardRow{ID: "client-pause", Group: GroupLock, Runs: []*CardRun{
+		at(brokenRun(1, checker.FindingViolation), 3), keptRun(2), at(brokenRun(3, checker.FindingViolation), 9),
+		at(brokenRun(4, checker.FindingViolation), 1), at(brokenRun(5, checker.FindingViolation), 5)}}
+	if got := row.seedsCell(); got != "4 / 5" {
+		t.Errorf("seeds cell %q, want 4 / 5", got)
+	}
+	if got, want := row.timeCell(), "median 4.000s (seed 1: 3.000s; 3: 9.000s; 4: 1.000s; 5: 5.000s)"; got != want {
+		t.Errorf("time cell %q, want %q", got, want)
+	}
+	one := &CardRow{Runs: []*CardRun{keptRun(1), at(brokenRun(2, checker.FindingViolation), 2)}}
+	if got := one.timeCell(); got != "2.000s" {
+		t.Errorf("one broken seed: time cell %q", got)
+	}
+	card := &LibraryCard{Lock: "go-zk", Seeds: []uint64{1, 2, 3, 4, 5}, AllSeeds: true, Rows: []*CardRow{row}}
+	card.Judge()
+	var b strings.Builder
+	if err := card.Markdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if md := b.String(); !strings.Contains(md, "every row runs every seed") || strings.Contains(md, "runs no more seeds") || !strings.Contains(md, "| 4 / 5 |") {
+		t.Errorf("card:\n%s", md)
+	}
+}

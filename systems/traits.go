@@ -22,6 +22,10 @@ type Traits struct {
 	// Leader: the members elect a leader that orders every write (etcd's raft, ZooKeeper's Zab), so
 	// a lease lives on every member and the faults that matter fall on the leader.
 	Leader bool
+	// SessionTTL: a lock's TTL on this family is its client session's timeout (ZooKeeper), sent in
+	// milliseconds, and this is the shortest a card runs: a client reads each reply within about
+	// two thirds of the session, so a shorter one ends whenever a loaded machine stalls a JVM.
+	SessionTTL time.Duration
 	// Server is the option that names the servers' program (redis-server or etcd-server).
 	Server string
 	// WholeSecondLeases and LeaseGrace: a server-side lease lasts whole seconds, and a new leader

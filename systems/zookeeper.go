@@ -56,7 +56,9 @@ var errZKClock = errors.New("zookeeper members are JVMs whose clock reads the sh
 func (zkTopology) Clocks() error { return errZKClock }
 
 func (zkTopology) Traits() Traits {
-	return Traits{Peers: true, Leader: true,
+	// Sessions of 3 s: go-zk waits 2 s for a reply (2/3 of it); at 1.5 s a load of 40 on two
+	// cores stalled the members past 1 s, every session ended, and rows granted nothing.
+	return Traits{Peers: true, Leader: true, SessionTTL: 3 * time.Second,
 		NotOn: map[string]string{
 			BackendDocker:   "docker: system zookeeper runs local members only (its JVM and jars are not in the offline node image); use --backend local",
 			BackendExternal: "external: system zookeeper runs local members only for now; use --backend local",

@@ -21,7 +21,7 @@ func newCardCmd() *cobra.Command {
 	var seedList, report, from string
 	var only []string
 	var parallel int
-	var list bool
+	var list, allSeeds bool
 	var timeLimit time.Duration
 	cmd := &cobra.Command{
 		Use:   "card [LOCK]",
@@ -33,7 +33,8 @@ slow client group, node timeouts, clock drift, client clocks, a sub-second TTL, 
 fault rows (restarts, partitions, node and client pauses, clock jumps, latency, client crashes, and
 the system's own: Sentinel failover, etcd's leader) and resource rows (a counter unguarded, and
 guarded). It runs each row once per seed, rows side by side; a row stops at its first violation,
-and a row broken in one seed runs no more seeds.
+and a row broken in one seed runs no more seeds (--all-seeds runs them: the card then shows in how
+many seeds a row broke, and the median time to its first finding).
 
 Each row is a verdict about the lock: kept its promise, broke it (with the first finding and its
 time), or could not judge. The headline says SAFE under every row, or UNSAFE under the rows it
@@ -86,7 +87,7 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 			if err != nil {
 				return err
 			}
-			c.report = report
+			c.report, c.allSeeds, c.card.AllSeeds = report, allSeeds, allSeeds
 			if from != "" {
 				err = c.fromStore(from)
 			} else {
@@ -105,6 +106,7 @@ row). Rows where breaking is inherent to leases, and remedy rows, do not change 
 	f.StringVar(&report, "report", "", "also write the card's markdown to this file (for example docs/cards/redsync.md)")
 	f.StringVar(&from, "from", "", "run nothing: make the card of the runs already in this store (the latest run of each row and seed, checked again)")
 	f.StringSliceVar(&only, "rows", nil, "run only these rows, by id (for example deadline,restart); the card lists the ids")
+	f.BoolVar(&allSeeds, "all-seeds", false, "run a broken row's later seeds too, so the card shows in k of n seeds it broke and the median time to the first finding")
 	f.BoolVar(&list, "list", false, "list the lock's rows (and why any is skipped) and run nothing")
 	f.DurationVar(&timeLimit, "time-limit", 0, "fault phase of every row (default: each row's own, 8s to 40s)")
 	return cmd

@@ -124,6 +124,35 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 	}
 }
 
+// A ZooKeeper lock's TTL is its session's timeout: the card runs sessions of at least the family's
+// SessionTTL, skips fractional-ttl (nothing is sent in whole seconds) and, for go-zk alone, the
+// client-clock rows (its library reads only Go's monotonic clock); the programs' clocks are moved
+// by the shim, so their client-clock rows run.
+func TestBatteryOfZooKeeperLocks(t *testing.T) {
+	leader := []string{"deadline", "node-timeouts", "restart", "partition-holder", "client-pause", "leader-kill", "leader-partition", "counter-fenced"}
+	for _, lock := range []string{"go-zk", "kazoo", "curator"} {
+		rows := battery(t, harness.Config{Lock: lock})
+		clock := []string{"client-clock-ahead", "client-clock-behind"}
+		if lock == "go-zk" {
+			expectRows(t, lock, rows, leader, append(clock, "fractional-ttl"))
+			if !strings.Contains(rows["client-clock-ahead"].skip, "monotonic") {
+				t.Errorf("go-zk's client-clock row says: %q", rows["client-clock-ahead"].skip)
+			}
+		} else {
+			expectRows(t, lock, rows, append(leader, clock...), []string{"fractional-ttl"})
+		}
+		if !strings.Contains(rows["fractional-ttl"].skip, "session timeout") {
+			t.Errorf("%s's fractional-ttl says: %q", lock, rows["fractional-ttl"].skip)
+		}
+		if ttl := time.Duration(cardBase(harness.Config{Lock: lock}).TTL); ttl != 3*time.Second {
+			t.Errorf("%s's card runs sessions of %v, want 3s", lock, ttl)
+		}
+	}
+	if ttl := time.Duration(cardBase(harness.Config{Lock: "pg-lease"}).TTL); ttl != cardTTL {
+		t.Errorf("pg-lease's card TTL %v, want %v: only session families get longer ones", ttl, cardTTL)
+	}
+}
+
 // A client program's battery follows the capabilities its user declares, on the system and nodes
 // the user names.
 func TestBatteryOfAClientProgram(t *testing.T) {
@@ -208,9 +237,12 @@ func TestTinyCard(t *testing.T) {
 	if strings.Contains(string(md), store) {
 		t.Errorf("the report names a machine path (%s):\n%s", store, md)
 	}
+	// A later run of a row that never wrote its history (a card cut short) is passed over: the
+	// finished run stands for its seed, and no row says "could not run".
+	unfinished(t, store, "card-single-restart")
 	out, err = exec.Command(bin, append(args[:len(args)-2], "--from", store)...).CombinedOutput()
-	if code := exitCode(err); code != 1 {
-		t.Errorf("--from: exit %d, want 1:\n%s", code, out)
+	if code := exitCode(err); code != 1 || strings.Contains(string(out), "could not run") {
+		t.Errorf("--from: exit %d, want 1 and every run found:\n%s", code, out)
 	}
 	cards, _ := filepath.Glob(filepath.Join(store, "card-single", "*", "card.json"))
 	if len(cards) != 2 {
@@ -232,6 +264,51 @@ func TestTinyCard(t *testing.T) {
 	// The rows --rows left out stay on the card, skipped, so that it never reads as the whole battery.
 	if card.Headline != "UNSAFE under: restart" || ran != 2 || len(card.Rows) <= 2 {
 		t.Errorf("card.json: %s", b)
+	}
+}
+
+// unfinished adds to store a newer run of row with the latest run's config and no history, as a
+// card killed while the run went leaves it.
+func unfinished(t *testing.T, store, row string) {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(store, row, "*"))
+	if len(runs) == 0 {
+		t.Fatalf("no run of %s in %s", row, store)
+	}
+	cfg, err := os.ReadFile(filepath.Join(runs[len(runs)-1], "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(store, row, "99991231T235959.999Z")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// --all-seeds runs a broken row's later seeds: single breaks under an immediate restart in each of
+// two seeds, and the card says 2 / 2 where without the flag it says 1 / 1 and one left out.
+func TestCardAllSeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server")
+	}
+	bin := build(t)
+	for flag, want := range map[string]string{"--all-seeds": "| 2 / 2 |", "--all-seeds=false": "| 1 / 1 (1 not run: broken already) |"} {
+		report := filepath.Join(t.TempDir(), "card.md")
+		out, err := exec.Command(bin, "card", "single", "--rows", "restart", "--seeds", "1,2", "--time-limit", "4s", "--parallel", "1",
+			"--store", t.TempDir(), "--report", report, flag).CombinedOutput()
+		if code := exitCode(err); code != 1 {
+			t.Fatalf("%s: exit %d, want 1:\n%s", flag, code, out)
+		}
+		md, _ := os.ReadFile(report)
+		if !strings.Contains(string(md), want) {
+			t.Errorf("%s: card lacks %q:\n%s", flag, want, md)
+		}
 	}
 }
 

@@ -56,9 +56,26 @@ func cardBase(lock harness.Config) harness.Config {
 		// go-zero takes whole seconds; etcd's sessions count their TTL in whole seconds.
 		c.TTL = harness.Duration(2 * time.Second)
 	}
+	if s := sessionTTL(c); s > time.Duration(c.TTL) {
+		c.TTL = harness.Duration(s)
+	}
 	c.TimeLimit, c.Recovery = harness.Duration(cardEdgeLimit), harness.Duration(time.Second)
 	c.StopAtFirst, c.Nemesis = true, "none"
 	return c
+}
+
+// sessionTTL is the shortest session timeout a card runs the lock's family at, zero when its TTL
+// is no session's timeout.
+func sessionTTL(c harness.Config) time.Duration {
+	system := c.System
+	if k, err := cardKind(c); err == nil && system == "" {
+		system = k.System
+	}
+	t, err := systems.Lookup(system)
+	if err != nil {
+		return 0
+	}
+	return t.Traits().SessionTTL
 }
 
 // cardKind is the lock's kind, with the capabilities a client program declared.
@@ -82,7 +99,7 @@ func batteryFor(base harness.Config) ([]cardRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System)}
+	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System), sessionTTL: sessionTTL(r)}
 	rows := append(edgeRows(t), faultRows(t)...)
 	rows = append(rows, resourceRows(t)...)
 	for i := range rows {
@@ -107,6 +124,8 @@ type traits struct {
 	// connection as TCP does, not close it at the heal (partition mode drop), or the heal ends the
 	// session and every lock it held, which no real partition of seconds does.
 	sessions bool
+	// sessionTTL: the TTL is a client session's timeout, at least this long (ZooKeeper).
+	sessionTTL time.Duration
 }
 
 // sessionsOf says whether the system's sessions are its clients' connections.
@@ -211,6 +230,10 @@ func edgeRows(t traits) []cardRow {
 			rows[i].skip = "the lock takes its TTL in whole seconds"
 		case id == "fractional-ttl" && t.system == "etcd":
 			rows[i].skip = "etcd counts a session's TTL in whole seconds"
+		case id == "fractional-ttl" && t.sessionTTL > 0:
+			rows[i].skip = fmt.Sprintf("the TTL is %s's session timeout, sent in milliseconds: no lease is sent in whole seconds, and a session under %v ends whenever a loaded machine stalls a member", t.system, t.sessionTTL)
+		case strings.HasPrefix(id, "client-clock") && k.ClockFree:
+			rows[i].skip = "the lock runs inside lockpick and its library reads only Go's monotonic clock: a client's wall clock reaches nothing in it, so the row would judge runs the fault never touched"
 		case (id == "extend" || id == "extend-slow") && k.NoExtend:
 			rows[i].skip = noExtend(k)
 		case id == "reentry" && !k.Reentrant:

@@ -42,6 +42,7 @@ type cardRun struct {
 	ran      time.Duration // wall time of the finished runs
 	ranPlan  time.Duration // their expected lengths
 	crashed  bool
+	allSeeds bool // --all-seeds: a broken row runs its later seeds too
 	// libraryRan: card.Library is what a run recorded, not the guess made before any run.
 	libraryRan bool
 }
@@ -188,7 +189,7 @@ func (c *cardRun) run(job cardJob, total, parallel int) error {
 	}
 	c.mu.Lock()
 	row := c.card.Rows[job.row]
-	if row.Verdict() == results.Broke {
+	if row.Verdict() == results.Broke && !c.allSeeds {
 		row.NotRun++
 		c.left[job.row]--
 		c.done++
@@ -318,7 +319,7 @@ func (c *cardRun) fromStore(store string) error {
 		for _, seed := range c.seeds {
 			job := cardJob{row: i, seed: seed}
 			dir, err := storedRun(store, c.cfgs[i], seed)
-			if err != nil && row.Verdict() == results.Broke {
+			if err != nil && row.Verdict() == results.Broke && !c.allSeeds {
 				// The card that made these runs left this seed out: the row had broken already.
 				row.NotRun++
 				c.left[i]--
@@ -339,7 +340,8 @@ func (c *cardRun) fromStore(store string) error {
 	return nil
 }
 
-// storedRun finds the latest run in store of cfg's name, lock, nemeses and workload with seed.
+// storedRun finds the latest finished run (one with a history) in store of cfg's name, lock,
+// nemeses and workload with seed.
 func storedRun(store string, cfg harness.Config, seed uint64) (string, error) {
 	entries, err := os.ReadDir(filepath.Join(store, cfg.Name))
 	if err != nil {
@@ -349,6 +351,11 @@ func storedRun(store string, cfg harness.Config, seed uint64) (string, error) {
 		dir := filepath.Join(store, cfg.Name, entries[i].Name())
 		got, err := readRunConfig(dir)
 		if err != nil || got.Seed != seed || got.Lock != cfg.Lock || normalNemesis(got.Nemesis) != normalNemesis(cfg.Nemesis) || (cfg.Workload != "" && got.Workload != cfg.Workload) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, history.FileName)); err != nil {
+			// A run stopped before it wrote its history (the card was cut short): it says nothing
+			// about the lock, so an earlier finished run of the seed stands for it.
 			continue
 		}
 		return dir, nil
