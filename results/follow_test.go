@@ -56,22 +56,7 @@ func TestFollowRunMatchesCheckRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			onlineRes, onlinePage, onlineSummary := writtenBy(t, online, dir)
-
-			offline, err := CheckRun(dir, checker.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			offlineRes, offlinePage, offlineSummary := writtenBy(t, offline, dir)
-			if onlineRes != offlineRes {
-				t.Errorf("results differ:\nfollowing: %.400s\nafterwards: %.400s", onlineRes, offlineRes)
-			}
-			if onlineSummary != offlineSummary {
-				t.Errorf("summary.txt differs:\nfollowing:\n%s\nafterwards:\n%s", onlineSummary, offlineSummary)
-			}
-			if onlinePage != offlinePage {
-				t.Errorf("report.html differs (%d and %d bytes)", len(onlinePage), len(offlinePage))
-			}
+			sameAsCheckRun(t, online, dir)
 		})
 	}
 }
@@ -116,21 +101,7 @@ func TestFollowTapMatchesCheckRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			onlineRes, onlinePage, onlineSummary := writtenBy(t, online, dir)
-			offline, err := CheckRun(dir, checker.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			offlineRes, offlinePage, offlineSummary := writtenBy(t, offline, dir)
-			if onlineRes != offlineRes {
-				t.Errorf("results differ:\nfollowing: %.400s\nafterwards: %.400s", onlineRes, offlineRes)
-			}
-			if onlineSummary != offlineSummary {
-				t.Errorf("summary.txt differs:\nfollowing:\n%s\nafterwards:\n%s", onlineSummary, offlineSummary)
-			}
-			if onlinePage != offlinePage {
-				t.Errorf("report.html differs (%d and %d bytes)", len(onlinePage), len(offlinePage))
-			}
+			sameAsCheckRun(t, online, dir)
 		})
 	}
 }
@@ -156,6 +127,27 @@ func writeInChunks(t *testing.T, f *os.File, b []byte, rng *rand.Rand) {
 
 // writtenBy writes c's results and returns results.json without its timing, report.html and
 // summary.txt, timings left out.
+// sameAsCheckRun fails t unless what the check that followed the run writes into dir is what
+// CheckRun of dir writes afterwards: results.json, summary.txt and report.html, timings aside.
+func sameAsCheckRun(t *testing.T, online *Checked, dir string) {
+	t.Helper()
+	onlineRes, onlinePage, onlineSummary := writtenBy(t, online, dir)
+	offline, err := CheckRun(dir, checker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offlineRes, offlinePage, offlineSummary := writtenBy(t, offline, dir)
+	if onlineRes != offlineRes {
+		t.Errorf("results differ:\nfollowing: %.400s\nafterwards: %.400s", onlineRes, offlineRes)
+	}
+	if onlineSummary != offlineSummary {
+		t.Errorf("summary.txt differs:\nfollowing:\n%s\nafterwards:\n%s", onlineSummary, offlineSummary)
+	}
+	if onlinePage != offlinePage {
+		t.Errorf("report.html differs (%d and %d bytes)", len(onlinePage), len(offlinePage))
+	}
+}
+
 func writtenBy(t *testing.T, c *Checked, dir string) (res, page, summary string) {
 	t.Helper()
 	c.Result.CheckDuration = 0
