@@ -16,6 +16,12 @@ import (
 
 // echoServer answers every connection with what it reads, until the test ends.
 func echoServer(t testing.TB) string {
+	return serveEach(t, func(c net.Conn) { io.Copy(c, c) })
+}
+
+// serveEach listens on loopback until the test ends and runs serve on each connection, closing it
+// after.
+func serveEach(t testing.TB, serve func(c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +36,7 @@ func echoServer(t testing.TB) string {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				serve(c)
 			}()
 		}
 	}()

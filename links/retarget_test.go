@@ -2,6 +2,7 @@ package links
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -10,31 +11,10 @@ import (
 
 // namedServer greets every connection with its name, then keeps it open until the test ends.
 func namedServer(t *testing.T, name string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(name + "\n"))
-				buf := make([]byte, 64)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return serveEach(t, func(c net.Conn) {
+		c.Write([]byte(name + "\n"))
+		io.Copy(io.Discard, c)
+	})
 }
 
 // greeting reads the first line a server sends through the link, within d.
