@@ -60,16 +60,7 @@ func TestFailoverNeedsAPrimary(t *testing.T) {
 // granted the same key there while the first lease is still valid.
 func TestFailoverHandsTheLockOutTwice(t *testing.T) {
 	ctx := context.Background()
-	sys, err := systems.Start(ctx, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
-	probe, err := locks.NewProbe("sentinel", sys.Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
+	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
 	const key, ttl = "lockpick:0", 15 * time.Second
 	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
 		Roles: sys, Probe: probe, Keys: []string{key}, TTL: ttl, Interval: time.Second}
@@ -157,16 +148,7 @@ func TestFailoverHandsTheLockOutTwice(t *testing.T) {
 // primary, and its replicas resync its empty data, so the lease is gone everywhere.
 func TestFailoverRestartComesBackEmptyAndTrusted(t *testing.T) {
 	ctx := context.Background()
-	sys, err := systems.Start(ctx, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
-	probe, err := locks.NewProbe("sentinel", sys.Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
+	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
 	const key = "lockpick:0"
 	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
 		Roles: sys, Probe: probe, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
@@ -287,4 +269,20 @@ func TestFailoverIsolateFromTheSentinels(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startProbed starts family's system and a probe of lock on its nodes, both closed when t ends.
+func startProbed(ctx context.Context, t *testing.T, family string, cfg systems.Config, lock string) (systems.System, locks.ProbeCloser) {
+	t.Helper()
+	sys, err := systems.Start(ctx, family, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	probe, err := locks.NewProbe(lock, sys.Nodes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { probe.Close() })
+	return sys, probe
 }

@@ -96,17 +96,8 @@ func TestFailoverOnPostgresPromotesAndMovesTheClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	dir := reachableTempDir(t)
-	sys, err := systems.Start(ctx, "postgres", systems.Config{Dir: dir, Groups: []string{"c1"},
-		Postgres: systems.PostgresConfig{Replicas: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
-	probe, err := locks.NewProbe("pg-advisory", sys.Nodes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
+	sys, probe := startProbed(ctx, t, "postgres", systems.Config{Dir: dir, Groups: []string{"c1"},
+		Postgres: systems.PostgresConfig{Replicas: 1}}, "pg-advisory")
 	const key = "lockpick:0"
 	env := Env{Cluster: sys.Backend(), Nodes: []string{"pg1", "pg2"}, Links: sys.Links(), Groups: []string{"c1"},
 		Roles: sys, Probe: probe, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second, Promoter: sys.(systems.Promoter)}
