@@ -69,7 +69,7 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"crash point of another lock", func(c *Config) { c.Nemesis = "client-crash:point=after-setnx" }, "no such step"},
 		{"unknown crash point", func(c *Config) { c.Nemesis = "client-crash:point=sideways" }, "point=sideways"},
 		{"clock on etcd", func(c *Config) { c.Lock, c.Nemesis = "etcd", "clock" }, "--nemesis clock moves a server's clock (node clocks), and etcd members are Go programs that read the time without libc"},
-		{"peer cuts without peers", func(c *Config) { c.Lock, c.Nemesis = "redlock", "partition:paths=peers" }, "the servers of redis-masters never talk to each other: use a lock that runs on redis-sentinel or etcd or zookeeper, or drop paths=peers"},
+		{"peer cuts without peers", func(c *Config) { c.Lock, c.Nemesis = "redlock", "partition:paths=peers" }, "the servers of redis-masters never talk to each other: use a lock that runs on redis-sentinel or etcd or zookeeper or postgres, or drop paths=peers"},
 		{"netcut on local nodes", func(c *Config) { c.Nemesis = "netcut" }, "(network cuts), and --backend local nodes share the loopback interface: use --backend docker"},
 		{"failover without replicas", func(c *Config) { c.Nemesis = "failover" }, "(promotion), and redis-masters has no primary whose replicas take over: use a lock that runs on redis-sentinel"},
 		{"name escaping the store", func(c *Config) { c.Name = "../x" }, "--name \"../x\" is not a plain name"},
