@@ -54,7 +54,7 @@ func FollowRun(dir, path string, opts checker.Options) (*Following, error) {
 	meta, metaErr := readMeta(dir)
 	fl.wg.Go(func() {
 		defer f.Close()
-		fl.checked, fl.err = checkRun(dir, path, history.NewScanner(&follower{f: f, done: fl.done, stop: fl.stop}), meta, metaErr, opts)
+		fl.checked, fl.err = checkRun(dir, path, history.NewScanner(&follower{f: f, poll: pollWait{done: fl.done, stop: fl.stop}}), meta, metaErr, opts)
 	})
 	return fl, nil
 }
@@ -84,9 +84,9 @@ func FollowTap(dir, path string, rec *history.Recorder, opts checker.Options) (*
 		if _, err := f.Seek(at, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("follow history: %w", err)
 		}
-		return &follower{f: f, done: fl.done, stop: fl.stop}, nil
+		return &follower{f: f, poll: pollWait{done: fl.done, stop: fl.stop}}, nil
 	}
-	w := &tapWaiter{done: fl.done, stop: fl.stop}
+	w := &pollWait{done: fl.done, stop: fl.stop}
 	src := history.NewTapReader(tap, func() bool { return closed(fl.done) }, w.wait, rest)
 	fl.wg.Go(func() {
 		defer func() {
@@ -99,13 +99,14 @@ func FollowTap(dir, path string, rec *history.Recorder, opts checker.Options) (*
 	return fl, nil
 }
 
-// tapWaiter waits, when a tap is empty, as a follower does at the end of the file.
-type tapWaiter struct {
+// pollWait waits followPoll for more of a history (at the end of the file, or an empty tap),
+// ending early when done says it is whole; errAbandoned when stop says it never will be.
+type pollWait struct {
 	done, stop <-chan struct{}
 	t          *time.Timer
 }
 
-func (w *tapWaiter) wait() error {
+func (w *pollWait) wait() error {
 	if w.t == nil {
 		w.t = time.NewTimer(followPoll)
 	} else {
@@ -164,15 +165,14 @@ func checkRun(dir, path string, src checker.Source, meta runMeta, metaErr error,
 // there it waits for more, until done says the file is whole (then the end is the end) or stop says
 // it never will be.
 type follower struct {
-	f          *os.File
-	done, stop <-chan struct{}
-	wait       *time.Timer
+	f    *os.File
+	poll pollWait
 }
 
 func (r *follower) Read(p []byte) (int, error) {
 	for {
 		// Whole before this read: what the read finds is all there is.
-		whole := closed(r.done)
+		whole := closed(r.poll.done)
 		n, err := r.f.Read(p)
 		if n > 0 || (err != nil && err != io.EOF) {
 			return n, err
@@ -180,16 +180,8 @@ func (r *follower) Read(p []byte) (int, error) {
 		if whole {
 			return 0, io.EOF
 		}
-		if r.wait == nil {
-			r.wait = time.NewTimer(followPoll)
-		} else {
-			r.wait.Reset(followPoll)
-		}
-		select {
-		case <-r.wait.C:
-		case <-r.done:
-		case <-r.stop:
-			return 0, errAbandoned
+		if err := r.poll.wait(); err != nil {
+			return 0, err
 		}
 	}
 }

@@ -35,14 +35,7 @@ func TestFollowRunMatchesCheckRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			dir := filepath.Join(t.TempDir(), "single-restart", "20261122T061808.379Z")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteJSON(dir, ConfigFile, config(10)); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, history.FileName)
+			dir, path := followedRunDir(t)
 			f, err := os.Create(path)
 			if err != nil {
 				t.Fatal(err)
@@ -72,14 +65,7 @@ func TestFollowTapMatchesCheckRun(t *testing.T) {
 		{"generated, two keys", checker.Generate(3, 30000, 2)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "single-restart", "20261122T061808.379Z")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteJSON(dir, ConfigFile, config(10)); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, history.FileName)
+			dir, path := followedRunDir(t)
 			rec, err := history.Create(path, time.Now(), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -127,6 +113,19 @@ func writeInChunks(t *testing.T, f *os.File, b []byte, rng *rand.Rand) {
 
 // writtenBy writes c's results and returns results.json without its timing, report.html and
 // summary.txt, timings left out.
+// followedRunDir makes a run directory with a run's config.json, and names its history file.
+func followedRunDir(t *testing.T) (dir, path string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "single-restart", "20261122T061808.379Z")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(dir, ConfigFile, config(10)); err != nil {
+		t.Fatal(err)
+	}
+	return dir, filepath.Join(dir, history.FileName)
+}
+
 // sameAsCheckRun fails t unless what the check that followed the run writes into dir is what
 // CheckRun of dir writes afterwards: results.json, summary.txt and report.html, timings aside.
 func sameAsCheckRun(t *testing.T, online *Checked, dir string) {
