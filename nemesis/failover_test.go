@@ -85,17 +85,7 @@ func TestFailoverHandsTheLockOutTwice(t *testing.T) {
 	}
 	defer b.Close()
 
-	run := func(op Op) Op {
-		t.Helper()
-		op, err := f.Resolve(ctx, op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Apply(ctx, op); err != nil {
-			t.Fatalf("%s: %v", op, err)
-		}
-		return op
-	}
+	run := func(op Op) Op { return resolveApply(ctx, t, f, op) }
 	stall := run(Op{F: "stall", Effect: history.EffectFault})
 	if stall.F != "stall n2/n1 n3/n1" || !slices.Equal(stall.Nodes, []string{"n1"}) {
 		t.Fatalf("stall resolved to %+v", stall)
@@ -285,4 +275,17 @@ func startProbed(ctx context.Context, t *testing.T, family string, cfg systems.C
 	}
 	t.Cleanup(func() { probe.Close() })
 	return sys, probe
+}
+
+// resolveApply resolves op and applies it, failing t if either step fails; the op as resolved.
+func resolveApply(ctx context.Context, t *testing.T, f *Failover, op Op) Op {
+	t.Helper()
+	op, err := f.Resolve(ctx, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Apply(ctx, op); err != nil {
+		t.Fatalf("%s: %v", op, err)
+	}
+	return op
 }

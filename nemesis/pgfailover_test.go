@@ -112,17 +112,7 @@ func TestFailoverOnPostgresPromotesAndMovesTheClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := pgLocker(t, eps), pgLocker(t, eps)
-	run := func(op Op) Op {
-		t.Helper()
-		op, err := f.Resolve(ctx, op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Apply(ctx, op); err != nil {
-			t.Fatalf("%s: %v", op, err)
-		}
-		return op
-	}
+	run := func(op Op) Op { return resolveApply(ctx, t, f, op) }
 	la, err := a.Acquire(ctx, key, 10*time.Second)
 	if err != nil || !slices.Equal(la.Nodes, []string{"pg1"}) {
 		t.Fatalf("first acquire: %+v, %v: want a grant by pg1", la, err)

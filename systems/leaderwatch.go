@@ -24,16 +24,8 @@ func watchLeader(family string, nodes []Node, every time.Duration, leaderNow fun
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &leaderWatch{roleBoard: newRoleBoard(family, nodes, log), leaderNow: leaderNow, cancel: cancel}
 	w.wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			w.update(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		w.update(ctx)
+		tickUntilDone(ctx, every, w.update)
 	})
 	return w
 }

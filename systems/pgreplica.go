@@ -228,18 +228,7 @@ func watchPgRoles(nodes []Node, log *slog.Logger) *pgRoles {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &pgRoles{roleBoard: newRoleBoard("postgres", nodes, log), nodes: nodes, fenced: map[string]bool{}, conns: map[string]*pgx.Conn{}, cancel: cancel}
 	r.update(ctx)
-	r.wg.Go(func() {
-		t := time.NewTicker(pgRolesEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				r.update(ctx)
-			}
-		}
-	})
+	r.wg.Go(func() { tickUntilDone(ctx, pgRolesEvery, r.update) })
 	return r
 }
 

@@ -1,6 +1,7 @@
 package systems
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -60,4 +61,18 @@ func (b *roleBoard) subscribe(f func(Event)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.subs = append(b.subs, f)
+}
+
+// tickUntilDone runs f every interval until ctx is done: a role watch's rounds after its first.
+func tickUntilDone(ctx context.Context, every time.Duration, f func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
 }

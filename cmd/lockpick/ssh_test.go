@@ -253,6 +253,15 @@ func TestSSHRunLeavesNothing(t *testing.T) {
 // with its combined output.
 func startUntilCut(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	cmd, out := startLockpick(t, bin, args)
+	waitForCut(t, out)
+	return cmd, out
+}
+
+// startLockpick starts lockpick with args, its output combined into the buffer it returns; the
+// process is killed when the test ends if it is still running.
+func startLockpick(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -260,7 +269,6 @@ func startUntilCut(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.B
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	waitForCut(t, out)
 	return cmd, out
 }
 

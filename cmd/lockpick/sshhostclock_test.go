@@ -84,12 +84,7 @@ func TestHostClockOverSSH(t *testing.T) {
 // clean puts the clock back and says so.
 func killMidJump(t *testing.T, bin string, hosts sshHosts, base time.Duration, args []string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startLockpick(t, bin, args)
 	deadline := time.Now().Add(60 * time.Second)
 	for wallMinusMonotonic(t)-base < time.Second {
 		if time.Now().After(deadline) {
