@@ -91,13 +91,8 @@ func (s *postgresSys) setUpstream(node, primary, dir string) error {
 func (s *postgresSys) startReplica(ctx context.Context, b *bed, n *Node, cred *syscall.Credential) error {
 	nd := b.nodeDir(n.Name)
 	s.dirs[n.Name] = nd
-	if err := os.MkdirAll(nd, 0o755); err != nil {
+	if err := ownedDir(nd, cred); err != nil {
 		return fmt.Errorf("postgres replica directory: %w", err)
-	}
-	if cred != nil {
-		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("postgres replica directory: %w", err)
-		}
 	}
 	ports, err := b.reserve(1)
 	if err != nil {

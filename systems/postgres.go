@@ -280,7 +280,7 @@ func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *s
 	n.Addr = ports[0].Addr().String()
 	_, port, _ := net.SplitHostPort(n.Addr)
 	nd := b.nodeDir(n.Name)
-	if err := os.MkdirAll(nd, 0o755); err != nil {
+	if err := ownedDir(nd, cred); err != nil {
 		return fmt.Errorf("pgbouncer node directory: %w", err)
 	}
 	ini := fmt.Sprintf(`[databases]
@@ -301,11 +301,6 @@ server_login_retry = 1
 	for name, body := range map[string]string{"pgbouncer.ini": ini, "userlist.txt": "\"postgres\" \"\"\n"} {
 		if err := os.WriteFile(filepath.Join(nd, name), []byte(body), 0o644); err != nil {
 			return fmt.Errorf("pgbouncer %s: %w", name, err)
-		}
-	}
-	if cred != nil {
-		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("pgbouncer node directory: %w", err)
 		}
 	}
 	addr := n.Addr
@@ -341,16 +336,24 @@ func postgresUser() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+// ownedDir makes the directory dir, owned by the server's user when it runs as another (cred).
+func ownedDir(dir string, cred *syscall.Credential) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if cred == nil {
+		return nil
+	}
+	return os.Chown(dir, int(cred.Uid), int(cred.Gid))
+}
+
 // pgInitTemplate makes the node's directory, owned by the server's user, and a fresh cluster in
 // its template directory (trust authentication on loopback, user postgres).
 func pgInitTemplate(ctx context.Context, initdb, nd string, cred *syscall.Credential) error {
-	if err := os.MkdirAll(nd, 0o755); err != nil {
+	if err := ownedDir(nd, cred); err != nil {
 		return fmt.Errorf("postgres node directory: %w", err)
 	}
 	if cred != nil {
-		if err := os.Chown(nd, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("postgres node directory: %w", err)
-		}
 		if err := reachable(nd, cred); err != nil {
 			return err
 		}
