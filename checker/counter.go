@@ -32,13 +32,38 @@ import (
 // part is checked from the set of states the previous part can end in, and the set it can itself
 // end in is found exactly: the end value is the start value plus the accepted increments plus
 // some of the unknown writes, the highest token (fencing) the highest among the start and the
-// tokens that took effect; each such candidate is kept iff porcupine can linearize the part ending
+// tokens that took effect, and the highest token read likewise among the reads' tokens; each such
+// candidate is kept iff porcupine can linearize the part ending
 // with an operation legal only in that state (endStates). With no unknown write there is one
 // candidate and no extra check. An illegal part makes the whole illegal.
 
 // maxEndCandidates bounds the candidate end states checked for one part. Beyond it the set is
 // carried unchecked, which can only hide a violation, so the result is unknown at best.
 const maxEndCandidates = 64
+
+// A read of unknown outcome that carried a token (fencing) can register it only while no higher
+// token has been registered or accepted: once a read or an accepted increment with a token at least
+// as high has returned, registering it changes nothing a later write is judged by (a write must
+// then pass that token anyway). Its interval ends there (resolveUnknownReads); under any other
+// guard it registers nothing and is a no-op at its invoke.
+
+// resolveUnknownReads shortens the interval of each read of unknown outcome (see above).
+func resolveUnknownReads(ops []resOp, guard resource.Guard) {
+	for i := range ops {
+		if ops[i].in.kind != opReadMaybe {
+			continue
+		}
+		if !guard.Registers(ops[i].in.token) {
+			ops[i].ret = ops[i].inv
+			continue
+		}
+		for _, op := range ops {
+			if (op.in.kind == opRead || op.in.kind == opInc) && op.in.token >= ops[i].in.token && op.ret < ops[i].ret {
+				ops[i].ret = max(ops[i].inv, op.ret)
+			}
+		}
+	}
+}
 
 // resolveUnknownWrites shortens the interval of each write of unknown outcome to end where an
 // operation has shown the value past the one it read (see above).
@@ -103,6 +128,7 @@ func counterParts(ops []resOp) [][]resOp {
 // next the set of states it can end in. It appends every part checked to drawn.
 func (r *ResourceResult) checkCounter(model porcupine.Model, guard resource.Guard, key string, ops []resOp, timeLeft func() time.Duration, drawn *[]resSegment) porcupine.CheckResult {
 	resolveUnknownWrites(ops)
+	resolveUnknownReads(ops, guard)
 	parts := counterParts(ops)
 	carry := []counterState{{}}
 	result := porcupine.Ok
@@ -187,41 +213,56 @@ func (r *ResourceResult) endStates(model porcupine.Model, guard resource.Guard, 
 
 // endCandidates are the states a part may end in, from each state it may start in: the value plus
 // the accepted increments plus any number of the unknown writes, and (fencing) the highest token
-// among the start, the accepted writes and any of the unknown ones above them. It returns nil when
-// there are more than maxEndCandidates.
+// among the start, the accepted writes and any of the unknown ones above them, and the highest
+// token read among the start, the reads and any of the unknown reads above them. It returns nil
+// when there are more than maxEndCandidates.
 func endCandidates(part []resOp, carry []counterState, guard resource.Guard) []counterState {
-	var incs, incHighest int64
-	var maybe []int64
+	var incs, incHighest, readHighest int64
+	var maybe, maybeRead []int64
 	for _, op := range part {
 		switch op.in.kind {
 		case opInc:
 			incs++
 			incHighest = max(incHighest, op.in.token)
+			readHighest = max(readHighest, op.in.token)
 		case opIncMaybe:
 			maybe = append(maybe, op.in.token)
+		case opRead:
+			readHighest = max(readHighest, op.in.token)
+		case opReadMaybe:
+			maybeRead = append(maybeRead, op.in.token)
 		}
 	}
 	var out []counterState
 	for _, s := range carry {
-		highs := []int64{s.highest}
+		highs, seens := []int64{s.highest}, []int64{s.seen}
 		if guard == resource.GuardFencing {
-			base := max(s.highest, incHighest)
-			highs = []int64{base}
-			for _, t := range maybe {
-				if t > base && !slices.Contains(highs, t) {
-					highs = append(highs, t)
-				}
-			}
+			highs = tokenCandidates(max(s.highest, incHighest), maybe)
+			seens = tokenCandidates(max(s.seen, readHighest), maybeRead)
 		}
 		for j := range int64(len(maybe)) + 1 {
 			for _, h := range highs {
-				if c := (counterState{value: s.value + incs + j, highest: h}); !slices.Contains(out, c) {
-					if len(out) == maxEndCandidates {
-						return nil
+				for _, r := range seens {
+					if c := (counterState{value: s.value + incs + j, highest: h, seen: r}); !slices.Contains(out, c) {
+						if len(out) == maxEndCandidates {
+							return nil
+						}
+						out = append(out, c)
 					}
-					out = append(out, c)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// tokenCandidates is base and every token of maybe above it: the highest token once any of maybe
+// took effect.
+func tokenCandidates(base int64, maybe []int64) []int64 {
+	out := []int64{base}
+	for _, t := range maybe {
+		if t > base && !slices.Contains(out, t) {
+			out = append(out, t)
 		}
 	}
 	return out

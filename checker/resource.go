@@ -93,7 +93,8 @@ type TokenRegression struct {
 
 // Kinds of counter-model operations.
 const (
-	opRead      = iota // a read whose write was rejected or never made: returns the value
+	opRead      = iota // a read whose write was rejected or never made: returns the value (and registers its token)
+	opReadMaybe        // a read of unknown outcome that carried a token: registered it, or did nothing
 	opInc              // read and accepted write: an atomic increment from the value read
 	opIncMaybe         // read and a write of unknown outcome: an increment or nothing
 	opWriteFail        // a write the guard rejected: the guard must reject it in that state
@@ -111,15 +112,28 @@ type counterIn struct {
 	carries []counterState // opCarry
 }
 
-// counterState is the resource: its value and the highest token it accepted.
-type counterState struct{ value, highest int64 }
+// counterState is the resource: its value, the highest token it accepted on a write and the
+// highest a read registered (fencing).
+type counterState struct{ value, highest, seen int64 }
+
+func (s counterState) guarded() resource.State {
+	return resource.State{Value: s.value, Highest: s.highest, Seen: s.seen}
+}
 
 // counterModel is the counter protected by guard. An accepted increment must find the value its
 // process read (that is what mutual exclusion promises the data) and pass the guard; a rejected
 // write must be one the guard rejects in that state; a write of unknown outcome is either an
 // accepted increment or nothing. A lost update therefore cannot linearize, nor can a fencing guard
 // that accepted a token not above the highest, nor a rejection the guard had no reason for.
+// An accepted increment is its read and its write at one point: the write found the value read, so
+// nothing was accepted in between, and the guard's tokens only rise, so the point can be the read's.
 func counterModel(guard resource.Guard) porcupine.Model {
+	register := func(s counterState, token int64) counterState {
+		if guard.Registers(token) {
+			s.seen = max(s.seen, token)
+		}
+		return s
+	}
 	apply := func(s counterState, in counterIn) counterState {
 		s.value = in.read + 1
 		if guard == resource.GuardFencing {
@@ -144,19 +158,24 @@ func counterModel(guard resource.Guard) porcupine.Model {
 				}
 			case opRead, opFinal:
 				if s.value == in.read {
-					return []any{s}
+					return []any{register(s, in.token)}
 				}
+			case opReadMaybe:
+				if r := register(s, in.token); r != s {
+					return []any{s, r}
+				}
+				return []any{s}
 			case opInc:
-				if s.value == in.read && guard.Accepts(s.value, s.highest, in.read, in.token) {
-					return []any{apply(s, in)}
+				if s.value == in.read && guard.Accepts(s.guarded(), in.read, in.token) {
+					return []any{apply(register(s, in.token), in)} // its read is folded in
 				}
 			case opIncMaybe:
-				if s.value == in.read && guard.Accepts(s.value, s.highest, in.read, in.token) {
+				if s.value == in.read && guard.Accepts(s.guarded(), in.read, in.token) {
 					return []any{s, apply(s, in)}
 				}
 				return []any{s}
 			case opWriteFail:
-				if !guard.Accepts(s.value, s.highest, in.read, in.token) {
+				if !guard.Accepts(s.guarded(), in.read, in.token) {
 					return []any{s}
 				}
 			}
@@ -166,7 +185,12 @@ func counterModel(guard resource.Guard) porcupine.Model {
 			in := input.(counterIn)
 			switch in.kind {
 			case opRead:
+				if in.token > 0 {
+					return fmt.Sprintf("p%d read %d (token %d)", in.process, in.read, in.token)
+				}
 				return fmt.Sprintf("p%d read %d", in.process, in.read)
+			case opReadMaybe:
+				return fmt.Sprintf("p%d read (token %d) unknown", in.process, in.token)
 			case opInc:
 				return fmt.Sprintf("p%d increment %d→%d (token %d) accepted", in.process, in.read, in.read+1, in.token)
 			case opIncMaybe:
@@ -176,23 +200,28 @@ func counterModel(guard resource.Guard) porcupine.Model {
 			case opFinal:
 				return fmt.Sprintf("final value %d", in.read)
 			case opPin:
-				return fmt.Sprintf("can the segment end at value %d, highest token %d?", in.carry.value, in.carry.highest)
+				return "can the segment end at " + in.carry.describe() + "?"
 			}
 			if len(in.carries) == 1 {
-				return fmt.Sprintf("segment starts at value %d, highest token %d", in.carries[0].value, in.carries[0].highest)
+				return "segment starts at " + in.carries[0].describe()
 			}
 			var states []string
 			for _, c := range in.carries {
-				states = append(states, fmt.Sprintf("%d (highest token %d)", c.value, c.highest))
+				states = append(states, c.describe())
 			}
-			return "segment starts at one of the values " + strings.Join(states, ", ")
+			return "segment starts at one of: " + strings.Join(states, "; ")
 		},
-		DescribeState: func(state any) string {
-			s := state.(counterState)
-			return fmt.Sprintf("value %d, highest token %d", s.value, s.highest)
-		},
+		DescribeState: func(state any) string { return state.(counterState).describe() },
 	}
 	return nm.ToModel()
+}
+
+func (s counterState) describe() string {
+	d := fmt.Sprintf("value %d, highest token %d", s.value, s.highest)
+	if s.seen > 0 {
+		d += fmt.Sprintf(", highest token read %d", s.seen)
+	}
+	return d
 }
 
 // resOp is one counter-model operation with its interval.
@@ -337,17 +366,21 @@ func (sc *resourceScan) final(j int, e *history.Event) {
 
 func (sc *resourceScan) read(j int, e *history.Event) {
 	sc.r.Reads.add(e.Type)
+	inv := sc.st.at(j)
+	if e.Type == history.Info && inv.Token > 0 {
+		// It may have registered its token, at any time from its invoke on (resolveUnknownReads).
+		sc.byKey[inv.Key] = append(sc.byKey[inv.Key], resOp{in: counterIn{kind: opReadMaybe, process: e.Process, token: inv.Token}, inv: inv.Time, ret: math.MaxInt64})
+	}
 	if e.Type != history.OK {
 		return
 	}
-	inv := sc.st.at(j)
 	v, ok := sc.integer("read", inv.Key, e)
 	if !ok {
 		return
 	}
 	sc.lastRead[e.Process], sc.readVal[e.Process] = j, v
 	// Until a write follows, this read stands alone; an accepted write replaces it (write).
-	sc.byKey[inv.Key] = append(sc.byKey[inv.Key], resOp{in: counterIn{kind: opRead, process: e.Process, read: v}, inv: inv.Time, ret: e.Time})
+	sc.byKey[inv.Key] = append(sc.byKey[inv.Key], resOp{in: counterIn{kind: opRead, process: e.Process, read: v, token: inv.Token}, inv: inv.Time, ret: e.Time})
 }
 
 func (sc *resourceScan) write(j int, e *history.Event) {

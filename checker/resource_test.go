@@ -269,3 +269,41 @@ func TestSameLeaseGrantedAgainToItsHolder(t *testing.T) {
 		}
 	}
 }
+
+// The lost update under fencing that curator's card showed (seed 4): a paused holder's write lands
+// between the next holder's read and its write. With reads that register their tokens the guard
+// refuses it and the history is valid; a guard that accepted it anyway is illegal even where the
+// counter comes out right, and the accepted write followed by the next holder's is a lost update.
+func TestFencedReadRefusesTheStaleWriteBetweenReadAndWrite(t *testing.T) {
+	run := func(staleOutcome history.Type, nextWrites bool, final int64) *Result {
+		h := &counterHist{guard: "fencing"}
+		ev := func(tm int64, typ history.Type, p int, f, val string, token int64) {
+			h.add(history.Event{Time: tm, Type: typ, Process: p, F: f, Key: "k", Value: val, Token: token, Guard: map[bool]string{true: "fencing"}[f == history.FWrite]})
+		}
+		ev(0, history.Invoke, 7, history.FAcquire, "", 0)
+		h.add(history.Event{Time: 0, Type: history.OK, Process: 7, F: history.FAcquire, Key: "k", Value: "l7", Token: 365, Deadline: 10, Nodes: []string{"n1"}})
+		ev(1, history.Invoke, 7, history.FRead, "", 365)
+		ev(2, history.OK, 7, history.FRead, "0", 365)
+		ev(50, history.Invoke, 0, history.FAcquire, "", 0)
+		h.add(history.Event{Time: 50, Type: history.OK, Process: 0, F: history.FAcquire, Key: "k", Value: "l0", Token: 399, Deadline: 90, Nodes: []string{"n1"}})
+		ev(51, history.Invoke, 0, history.FRead, "", 399)
+		ev(53, history.OK, 0, history.FRead, "0", 399)
+		ev(55, history.Invoke, 7, history.FWrite, "1", 365)
+		ev(57, staleOutcome, 7, history.FWrite, "1", 365)
+		if nextWrites {
+			ev(60, history.Invoke, 0, history.FWrite, "1", 399)
+			ev(61, history.OK, 0, history.FWrite, "1", 399)
+		}
+		h.final(70, final)
+		return mustCheckCounter(t, h.evs)
+	}
+	if r := run(history.Fail, true, 1); r.Resource.Valid != Valid {
+		t.Fatalf("the stale write refused: want valid:\n%s", r.Summary())
+	}
+	if r := run(history.OK, true, 1); r.Resource.Valid != Invalid || r.Resource.LostUpdates != 1 {
+		t.Fatalf("the stale write accepted, then the next holder's: want one lost update:\n%s", r.Summary())
+	}
+	if r := run(history.OK, false, 1); r.Resource.Valid != Invalid || r.Resource.Porcupine != "illegal" {
+		t.Fatalf("a write below a token read accepted: want illegal:\n%s", r.Summary())
+	}
+}

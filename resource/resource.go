@@ -5,8 +5,13 @@
 // one atomic step on the resource node:
 //
 //   - none: the write sets the value, whatever happened since the read.
-//   - fencing: the write is accepted only if its token is higher than every token accepted before
-//     (the highest is stored in the hash), Kleppmann's fencing check.
+//   - fencing: Kleppmann's fencing check, as a storage service that fences does it: every request
+//     carries the holder's token; a read registers its token (the highest read is "seen" in the
+//     hash), and a write is accepted only if its token is higher than every token accepted before
+//     ("token") and not below any token a read registered. Checking writes alone is not enough for
+//     a read-modify-write: a paused holder's stale write landing between the next holder's read and
+//     its write would be accepted, and the next holder's write, built on a value read before it,
+//     would then overwrite it (a lost update under fencing).
 //   - check-and-set: the write is accepted only if the value is still the one the process read, the
 //     compare-and-set antirez points to; it needs no ordered tokens.
 package resource
@@ -48,17 +53,25 @@ func ParseGuard(s string) (Guard, error) {
 	return "", fmt.Errorf("unknown guard %q: use one of %s", s, strings.Join(names, ", "))
 }
 
+// State is a counter as its guard sees it: its value, the highest token a write was accepted with,
+// and the highest token a read registered (fencing).
+type State struct{ Value, Highest, Seen int64 }
+
 // Accepts is the guard's rule, for the checker's model: whether a write of a process that read
-// read and holds token is accepted by a resource whose value is value and highest token is highest.
-func (g Guard) Accepts(value, highest, read, token int64) bool {
+// read and holds token is accepted by a counter in state s.
+func (g Guard) Accepts(s State, read, token int64) bool {
 	switch g {
 	case GuardFencing:
-		return token > highest
+		return token > s.Highest && token >= s.Seen
 	case GuardCheckSet:
-		return value == read
+		return s.Value == read
 	}
 	return true
 }
+
+// Registers reports whether a read with token changes the guard's state (the fencing guard's seen
+// token).
+func (g Guard) Registers(token int64) bool { return g == GuardFencing && token > 0 }
 
 // ErrRejected means the guard rejected the write: it certainly had no effect.
 var ErrRejected = errors.New("write rejected by the resource's guard")
@@ -68,12 +81,20 @@ var ErrRejected = errors.New("write rejected by the resource's guard")
 var scripts = map[Guard]*redis.Script{
 	GuardNone: redis.NewScript(`redis.call("hset", KEYS[1], "value", ARGV[1]) return 1`),
 	GuardFencing: redis.NewScript(`local t = tonumber(redis.call("hget", KEYS[1], "token") or "0")
-if tonumber(ARGV[2]) > t then redis.call("hset", KEYS[1], "value", ARGV[1], "token", ARGV[2]) return 1 end
+local s = tonumber(redis.call("hget", KEYS[1], "seen") or "0")
+local w = tonumber(ARGV[2])
+if w > t and w >= s then redis.call("hset", KEYS[1], "value", ARGV[1], "token", ARGV[2]) return 1 end
 return 0`),
 	GuardCheckSet: redis.NewScript(`local v = redis.call("hget", KEYS[1], "value") or "0"
 if v == ARGV[3] then redis.call("hset", KEYS[1], "value", ARGV[1]) return 1 end
 return 0`),
 }
+
+// fencedRead registers the reader's token (ARGV[1]) as seen when it is the highest yet, and returns
+// the value.
+var fencedRead = redis.NewScript(`local s = tonumber(redis.call("hget", KEYS[1], "seen") or "0")
+if tonumber(ARGV[1]) > s then redis.call("hset", KEYS[1], "seen", ARGV[1]) end
+return redis.call("hget", KEYS[1], "value") or "0"`)
 
 // Store is a client of the resource node. It is safe for concurrent use.
 type Store struct {
@@ -97,9 +118,16 @@ func Open(addr string, guard Guard, poolSize int) (*Store, error) {
 // Guard is the store's guard.
 func (s *Store) Guard() Guard { return s.guard }
 
-// Read returns the counter's value; an absent counter is 0.
-func (s *Store) Read(ctx context.Context, key string) (int64, error) {
-	v, err := s.client.HGet(ctx, key, "value").Int64()
+// Read returns the counter's value; an absent counter is 0. token is the reader's fencing token,
+// which the fencing guard registers (0: none). An error leaves unknown whether it was registered.
+func (s *Store) Read(ctx context.Context, key string, token int64) (int64, error) {
+	var v int64
+	var err error
+	if s.guard.Registers(token) {
+		v, err = fencedRead.Run(ctx, s.client, []string{key}, token).Int64()
+	} else {
+		v, err = s.client.HGet(ctx, key, "value").Int64()
+	}
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}

@@ -97,16 +97,22 @@ func (c Counter) process(ctx context.Context, env Env, cl *client) error {
 // the lease a renewal before the write gave (nil without one).
 func (c Counter) update(ctx context.Context, rec *history.Recorder, cl *client, lease *locks.Lease) (unknown bool, renewed *locks.Lease) {
 	pid, lock, key, token := cl.pid, cl.locker, lease.Key, lease.Token
-	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRead, Key: key})
+	guard := c.Store.Guard()
+	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FRead, Key: key, Token: token})
 	rctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
-	v, err := c.Store.Read(rctx, key)
+	v, err := c.Store.Read(rctx, key, token)
 	cancel()
 	if err != nil {
-		// A read changes nothing, so a failed one is a definite non-effect.
-		rec.Record(history.Event{Type: history.Fail, Process: pid, F: history.FRead, Key: key, Error: err.Error()})
-		return false, nil
+		// A plain read changes nothing, so a failed one is a definite non-effect; a read that
+		// registers its token may have done so, an unknown outcome that retires the process.
+		ev := history.Event{Type: history.Fail, Process: pid, F: history.FRead, Key: key, Token: token, Error: err.Error()}
+		if guard.Registers(token) {
+			ev.Type = history.Info
+		}
+		rec.Record(ev)
+		return ev.Type == history.Info, nil
 	}
-	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Value: strconv.FormatInt(v, 10)})
+	rec.Record(history.Event{Type: history.OK, Process: pid, F: history.FRead, Key: key, Token: token, Value: strconv.FormatInt(v, 10)})
 
 	c.Pauses.pointWith(pid, lock)
 	if m, ok := lock.(locks.Mortal); ok && m.Died() != nil {
@@ -124,12 +130,11 @@ func (c Counter) update(ctx context.Context, rec *history.Recorder, cl *client, 
 	}
 
 	next := strconv.FormatInt(v+1, 10)
-	guard := string(c.Store.Guard())
-	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: guard})
+	rec.Record(history.Event{Type: history.Invoke, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: string(guard)})
 	wctx, cancel := context.WithTimeout(ctx, c.OpTimeout)
 	err = c.Store.Write(wctx, key, v+1, token, v)
 	cancel()
-	ev := history.Event{Type: history.OK, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: guard}
+	ev := history.Event{Type: history.OK, Process: pid, F: history.FWrite, Key: key, Value: next, Token: token, Guard: string(guard)}
 	switch {
 	case errors.Is(err, resource.ErrRejected):
 		ev.Type, ev.Error = history.Fail, err.Error()
