@@ -104,7 +104,13 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 	}
 
 	pg := battery(t, harness.Config{Lock: "pg-advisory"})
-	expectRows(t, "pg-advisory", pg, []string{"drift", "clock-forward", "counter-cas"}, []string{"partition-minority", "restart-aof-always"})
+	expectRows(t, "pg-advisory", pg, []string{"drift", "clock-forward", "counter-cas"}, []string{"partition-minority", "restart-aof-always", "failover", "failover-lag"})
+	// With a streaming replica (--replicas 1) the primary's failover to it, with and without lag.
+	pgReplica := battery(t, harness.Config{Lock: "pg-lease", Replicas: 1})
+	expectRows(t, "pg-lease with a replica", pgReplica, []string{"failover", "failover-lag", "counter-fenced"}, []string{"partition-minority"})
+	if n := pgReplica["failover-lag"].config(cardBase(harness.Config{Lock: "pg-lease", Replicas: 1})).Nemesis; n != "failover:stall=1:wait=10s:detect=1s:interval=5s" {
+		t.Errorf("pg-lease's failover-lag: %s", n)
+	}
 	if _, ok := pg["leader-kill"]; ok {
 		t.Errorf("postgres is one primary, but has a leader row")
 	}

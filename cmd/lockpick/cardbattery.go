@@ -99,7 +99,7 @@ func batteryFor(base harness.Config) ([]cardRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System), sessionTTL: sessionTTL(r)}
+	t := traits{kind: k, system: r.System, nodes: len(r.NodeNames()), replicas: r.Replicas, ttl: time.Duration(base.TTL), sessions: sessionsOf(r.System), sessionTTL: sessionTTL(r)}
 	rows := append(edgeRows(t), faultRows(t)...)
 	rows = append(rows, resourceRows(t)...)
 	for i := range rows {
@@ -119,7 +119,9 @@ type traits struct {
 	kind   locks.Kind
 	system string
 	nodes  int // data nodes
-	ttl    time.Duration
+	// replicas: streaming replicas of a postgres primary (--replicas), which a failover promotes.
+	replicas int
+	ttl      time.Duration
 	// sessions: a client's session is its connection (PostgreSQL), so a partition must stall the
 	// connection as TCP does, not close it at the heal (partition mode drop), or the heal ends the
 	// session and every lock it held, which no real partition of seconds does.
@@ -335,8 +337,8 @@ func pauseTarget(t traits) string {
 	return "holder-majority"
 }
 
-// systemRows are the fault rows of one system: Sentinel's failover, the leader of etcd and
-// ZooKeeper.
+// systemRows are the fault rows of one system: Sentinel's failover, a postgres primary's failover
+// to its streaming replica, the leader of etcd and ZooKeeper.
 func systemRows(t traits) []cardRow {
 	var rows []cardRow
 	switch {
@@ -346,6 +348,27 @@ func systemRows(t traits) []cardRow {
 			faulty(c, "failover:kind=kill:wait=10s:down=4s:interval=5s")
 			c.TTL, c.HoldMax, c.TimeLimit, c.Recovery = harness.Duration(10*time.Second), harness.Duration(9500*time.Millisecond), harness.Duration(40*time.Second), harness.Duration(5*time.Second)
 		}})
+	case t.system == "postgres":
+		// As pg-advisory-failover and pg-lease-failover: the first holder must outlive the
+		// promotion (detect 1 s). With the replica's link stalled, the grant the kill follows is
+		// one the replica has not received (asynchronous replication's loss).
+		long := func(c *harness.Config) {
+			c.TTL, c.HoldMax, c.TimeLimit, c.Recovery = harness.Duration(10*time.Second), harness.Duration(9500*time.Millisecond), harness.Duration(40*time.Second), harness.Duration(21*time.Second)
+		}
+		rows = append(rows,
+			cardRow{id: "failover", what: "the primary killed just after a grant; its streaming replica promoted 1 s later and the clients' links moved to it", shape: func(c *harness.Config) {
+				faulty(c, "failover:stall=0:wait=10s:detect=1s:interval=5s")
+				long(c)
+			}},
+			cardRow{id: "failover-lag", what: "the same failover with replication held back on the replica's link before the kill", shape: func(c *harness.Config) {
+				faulty(c, "failover:stall=1:wait=10s:detect=1s:interval=5s")
+				long(c)
+			}})
+		if t.replicas == 0 {
+			for i := range rows {
+				rows[i].skip = "the primary has no streaming replica to promote: run the card with --replicas 1"
+			}
+		}
 	case electsLeader(t.system):
 		rows = append(rows,
 			cardRow{id: "leader-kill", what: "the leader killed and kept down 5 s, then started with its data", shape: func(c *harness.Config) {
