@@ -54,7 +54,7 @@ func Mutants() []Mutant {
 		{"redlock-no-drift", "redlock", "no drift allowance: the validity is the whole TTL less the acquire's time, so a node clock running slightly fast expires the key before the promise ends", func(n []Endpoint, o Options) Locker {
 			return newRedlock(n, noDrift(o))
 		}},
-		{"single-wall-clock", "single", "the deadline is computed from the client's wall clock (no monotonic reading): a clock running ahead at acquire time promises a lease that ends later than the key", func(n []Endpoint, o Options) Locker {
+		{wallClockMutant, "single", "the deadline is computed from the client's wall clock (no monotonic reading): a clock running ahead at acquire time promises a lease that ends later than the key", func(n []Endpoint, o Options) Locker {
 			return &wallClock{newSingle(n[0], o)}
 		}},
 		{"single-timeout-grants", "single", "a SET NX that timed out counts as granted", func(n []Endpoint, o Options) Locker {
@@ -62,6 +62,9 @@ func Mutants() []Mutant {
 		}},
 	}
 }
+
+// wallClockMutant is the one mutant that reads the client's wall clock (Options.Clock).
+const wallClockMutant = "single-wall-clock"
 
 // wallClock computes the lease's deadline from the client's wall clock, as a library that keeps
 // deadlines in Unix milliseconds does: the deadline carries no monotonic reading, so the client's

@@ -30,10 +30,10 @@ type Kind struct {
 	// Reentrant: the owner may acquire a key it holds again (its leases report a depth), so a run
 	// may enter it again inside a hold (--reentrant).
 	Reentrant bool
-	// ClockFree: the lock runs inside lockpick and its library reads only Go's monotonic clock, so
-	// the client-clock fault (which moves Options.Clock and client programs' wall clocks) reaches
-	// nothing in it.
-	ClockFree bool
+	// WallClock: the lock runs inside lockpick and reads the client's wall clock through
+	// Options.Clock, which the client-clock fault moves (as it moves a client program's through
+	// the clock shim). Every other in-process lock reads Go's own clock, which no fault moves.
+	WallClock bool
 	// Program: the lock is a client program speaking the client protocol (docs/protocol.md), one
 	// per process id. The one named ClientLock is the user's: it runs on any system, on any number
 	// of nodes, with the capabilities the user declares (WithCapabilities).
@@ -78,8 +78,8 @@ func kinds() []Kind {
 		{Name: "r2m", Reentrant: true, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdog(n[0], o, true), nil }},
 		{Name: "watchdog-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, false) }},
 		{Name: "r2m-sentinel", Reentrant: true, System: "redis-sentinel", Open: true, NoExtend: true, Probe: hashProbe, Build: func(n []Endpoint, o Options) (Locker, error) { return newWatchdogSentinel(n, o, true) }},
-		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
-		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, CrashPoints: []CrashPoint{CrashAfterSetNX}, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
+		{Name: "setnx-getset", System: "redis-masters", Nodes: 1, NoExtend: true, WallClock: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxGetset(n[0], o), nil }},
+		{Name: "setnx-del", System: "redis-masters", Nodes: 1, NoExtend: true, WallClock: true, CrashPoints: []CrashPoint{CrashAfterSetNX}, Build: func(n []Endpoint, o Options) (Locker, error) { return newSetnxDel(n[0], o), nil }},
 		{Name: "etcd", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcd},
 		{Name: "etcd-unlock-retry", Library: modEtcdClient, System: "etcd", Tokens: true, NoExtend: true, Probe: etcdProbe, Build: newEtcdUnlockRetry},
 		{Name: "py-redis", System: "redis-masters", Nodes: 1, Program: true, Build: shipped(python, "python/redis_lock.py")},
@@ -89,7 +89,7 @@ func kinds() []Kind {
 		// lease lasts as long as the session, and ends for the holder only through its connection
 		// listener (SUSPENDED or LOST), so they are watchdog locks with the lock node's czxid as token.
 		{Name: "curator", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: curatorProbe, Build: shippedJava("java/CuratorLock.java", clients.CuratorJars)},
-		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, ClockFree: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
+		{Name: "go-zk", Library: "github.com/go-zookeeper/zk", System: "zookeeper", Open: true, NoExtend: true, Tokens: true, Probe: gozkProbe, Build: newGozk},
 		{Name: "kazoo", System: "zookeeper", Program: true, Open: true, NoExtend: true, Tokens: true, Probe: kazooProbe, Build: shipped(python, "python/kazoo_lock.py")},
 		{Name: ClientLock, System: "redis-masters", Nodes: 1, Program: true, User: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newProgram(o.ClientCmd, n, o) }},
 		// Third-party Go libraries, each through its own public API (redsync.go, redislock.go,
@@ -97,7 +97,7 @@ func kinds() []Kind {
 		{Name: "redsync", Library: modRedsync, System: "redis-masters", Nodes: 5, Build: newRedsync},
 		{Name: "redsync-1", Library: modRedsync, System: "redis-masters", Nodes: 1, Build: newRedsync},
 		{Name: "bsm-redislock", Library: "github.com/bsm/redislock", System: "redis-masters", Nodes: 1, Build: func(n []Endpoint, o Options) (Locker, error) { return newBsmRedislock(n[0], o), nil }},
-		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Probe: rueidisProbe, Build: newRueidis},
+		{Name: "rueidislock", Library: "github.com/redis/rueidis/rueidislock", System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, WallClock: true, Probe: rueidisProbe, Build: newRueidis},
 		{Name: "go-zero", Library: modGoZero, System: "redis-masters", Nodes: 1, NoExtend: true, WholeSeconds: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, false) }},
 		{Name: "go-zero-default", Library: modGoZero, System: "redis-masters", Nodes: 1, Open: true, NoExtend: true, Build: func(n []Endpoint, o Options) (Locker, error) { return newGoZero(n[0], o, true) }},
 		// PostgreSQL through pgx (postgres.go): session and transaction advisory locks, whose leases
@@ -198,12 +198,17 @@ func Lookup(name string) (Kind, error) {
 			return Kind{}, err
 		}
 		base.Name = name
+		base.WallClock = name == MutantPrefix+wallClockMutant
 		base.CrashPoints = nil // a mutant's acquire is its own, without the base's inner steps
 		base.Build = func(n []Endpoint, o Options) (Locker, error) { return m.build(n, o), nil }
 		return base, nil
 	}
 	return Kind{}, fmt.Errorf("unknown lock %q: use one of %v", name, Names())
 }
+
+// ClientClockReaches reports whether the client-clock fault moves a clock the lock reads: a client
+// program's (the clock shim) or Options.Clock (WallClock).
+func (k Kind) ClientClockReaches() bool { return k.Program || k.WallClock }
 
 // Names lists the built-in locks, sorted.
 func Names() []string {

@@ -51,11 +51,19 @@ func expectRows(t *testing.T, lock string, rows map[string]cardRow, run, skipped
 // Every lock gets the same battery, shaped only by what it declares: extend rows where it extends,
 // re-entry where it re-enters, a fenced counter where it has tokens, the system's own fault rows.
 func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
-	always := []string{"deadline", "slow-group", "node-timeouts", "client-clock-ahead", "client-clock-behind", "restart", "restart-delayed",
+	always := []string{"deadline", "slow-group", "node-timeouts", "restart", "restart-delayed",
 		"partition-majority", "partition-holder", "node-pause", "client-pause", "latency", "client-crash", "counter-unguarded"}
 	single := battery(t, harness.Config{Lock: "single"})
 	expectRows(t, "single", single, append(always, "drift", "fractional-ttl", "extend", "extend-slow", "clock-forward", "clock-back", "counter-cas", "restart-aof-always"),
-		[]string{"reentry", "partition-minority"})
+		[]string{"reentry", "partition-minority", "client-clock-ahead", "client-clock-behind"})
+	// The client-clock rows run only where the fault moves a clock the lock reads: Options.Clock
+	// (setnx-getset, rueidislock) or a client program's (the shim).
+	for _, lock := range []string{"setnx-getset", "rueidislock", "py-redis", locks.MutantPrefix + "single-wall-clock"} {
+		expectRows(t, lock, battery(t, harness.Config{Lock: lock}), []string{"client-clock-ahead", "client-clock-behind"}, nil)
+	}
+	if skip := single["client-clock-ahead"].skip; !strings.Contains(skip, "Go's own clock") {
+		t.Errorf("single's client-clock row says: %q", skip)
+	}
 	if _, ok := single["counter-fenced"]; ok {
 		t.Errorf("single hands out no tokens, but has a fenced row")
 	}
@@ -132,8 +140,8 @@ func TestBatteryFollowsWhatTheLockDeclares(t *testing.T) {
 
 // A ZooKeeper lock's TTL is its session's timeout: the card runs sessions of at least the family's
 // SessionTTL, skips fractional-ttl (nothing is sent in whole seconds) and, for go-zk alone, the
-// client-clock rows (its library reads only Go's monotonic clock); the programs' clocks are moved
-// by the shim, so their client-clock rows run.
+// client-clock rows (it runs inside lockpick and reads Go's own clock); the programs' clocks are
+// moved by the shim, so their client-clock rows run.
 func TestBatteryOfZooKeeperLocks(t *testing.T) {
 	leader := []string{"deadline", "node-timeouts", "restart", "partition-holder", "client-pause", "leader-kill", "leader-partition", "counter-fenced"}
 	for _, lock := range []string{"go-zk", "kazoo", "curator"} {
@@ -141,7 +149,7 @@ func TestBatteryOfZooKeeperLocks(t *testing.T) {
 		clock := []string{"client-clock-ahead", "client-clock-behind"}
 		if lock == "go-zk" {
 			expectRows(t, lock, rows, leader, append(clock, "fractional-ttl"))
-			if !strings.Contains(rows["client-clock-ahead"].skip, "monotonic") {
+			if !strings.Contains(rows["client-clock-ahead"].skip, "Go's own clock") {
 				t.Errorf("go-zk's client-clock row says: %q", rows["client-clock-ahead"].skip)
 			}
 		} else {

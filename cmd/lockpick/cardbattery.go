@@ -234,8 +234,8 @@ func edgeRows(t traits) []cardRow {
 			rows[i].skip = "etcd counts a session's TTL in whole seconds"
 		case id == "fractional-ttl" && t.sessionTTL > 0:
 			rows[i].skip = fmt.Sprintf("the TTL is %s's session timeout, sent in milliseconds: no lease is sent in whole seconds, and a session under %v ends whenever a loaded machine stalls a member", t.system, t.sessionTTL)
-		case strings.HasPrefix(id, "client-clock") && k.ClockFree:
-			rows[i].skip = "the lock runs inside lockpick and its library reads only Go's monotonic clock: a client's wall clock reaches nothing in it, so the row would judge runs the fault never touched"
+		case strings.HasPrefix(id, "client-clock") && !k.ClientClockReaches():
+			rows[i].skip = "the lock runs inside lockpick and reads Go's own clock, which the client-clock fault does not move (it moves Options.Clock and client programs' wall clocks): the row would judge runs the fault never touched"
 		case (id == "extend" || id == "extend-slow") && k.NoExtend:
 			rows[i].skip = noExtend(k)
 		case id == "reentry" && !k.Reentrant:
