@@ -115,7 +115,7 @@ func (s *postgresSys) startReplica(ctx context.Context, b *bed, n *Node, cred *s
 	script := pgServerScript(b.programs, port, pgSyncNames(b.cfg.Postgres, s.nodes, n.Name))
 	spec := nodeSpec{name: n.Name, dir: nd, cmd: []string{"/bin/sh", "-c", script},
 		addr: addr, reserved: ports[0], data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true,
-		readyLog: pgReadyLog, ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
+		readyLog: pgReadyLog, startWait: pgStartWait, ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
 	if _, err := b.t.add(ctx, spec); err != nil {
 		return err
 	}

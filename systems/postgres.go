@@ -57,6 +57,10 @@ const pgKeepalives = " -c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c 
 // connections".
 var pgReadyLog = logLine{file: "stdout.log", text: "database system is ready to accept"}
 
+// pgStartWait bounds a postgres server's start. A replica that replays the WAL of a fresh base
+// backup (a failover's rejoin) took over 10 s at load 35 on 2 cores; the bound only ends a hang.
+const pgStartWait = time.Minute
+
 // FindPostgres resolves the directory of PostgreSQL's server programs: bin when given, else the
 // newest of Debian's /usr/lib/postgresql/*/bin.
 func FindPostgres(bin string) (string, error) {
@@ -240,7 +244,7 @@ func (s *postgresSys) startPrimary(ctx context.Context, b *bed, cred *syscall.Cr
 	_, port, _ := net.SplitHostPort(addr)
 	script := pgServerScript(b.programs, port, pgSyncNames(b.cfg.Postgres, s.nodes, pgNode))
 	spec := nodeSpec{name: pgNode, dir: nd, cmd: []string{"/bin/sh", "-c", script}, addr: addr, reserved: ports[0],
-		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog,
+		data: []string{filepath.Join(nd, "data")}, cred: cred, group: true, shim: true, readyLog: pgReadyLog, startWait: pgStartWait,
 		ready: func(ctx context.Context) error { return pgAnswers(ctx, addr) }}
 	if _, err := b.t.add(ctx, spec); err != nil {
 		return err
