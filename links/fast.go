@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -49,29 +50,57 @@ func newConn(client, up *net.TCPConn) *conn {
 
 // run copies until the source ends, and then closes the destination, as toxiproxy's chain does when
 // its input ends: one side's end closes the other direction's source too, so both go. A hand-over
-// interrupts the read with a past deadline; whatever was read before is written first, so the
-// chain carries on from the next byte.
+// interrupts the wait for the next bytes with a past deadline; whatever was read before is written
+// first, so the chain carries on from the next byte.
 func (p *pipe) run() {
 	defer close(p.done)
+	raw, err := p.src.SyscallConn()
+	if err != nil {
+		p.end()
+		return
+	}
 	buf := make([]byte, 32<<10)
+	ended := false
+	err = raw.Read(func(fd uintptr) bool {
+		ended = p.copyReady(int(fd), buf)
+		return ended // not ended: wait for the socket to be readable again
+	})
+	if err != nil && !ended && p.handover.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	p.end()
+}
+
+// copyReady reads src's socket (fd) until it has nothing more now and writes each read to dst. It
+// reports whether the source ended or dst failed. A read
+// shorter than buf empties a stream socket (epoll(7)), so the wait for the next bytes follows it
+// directly: Go's poller is edge-triggered and any bytes arriving after the read wake the wait.
+// Without it each request and reply through a link cost a third system call, a read that finds
+// nothing, in each direction.
+func (p *pipe) copyReady(fd int, buf []byte) (ended bool) {
 	for {
-		n, err := p.src.Read(buf)
-		if n > 0 {
-			if _, werr := p.dst.Write(buf[:n]); werr != nil {
-				p.ended = true
-				p.dst.Close()
-				return
-			}
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil || n == 0: // reset, or the end of the stream
+			return true
 		}
-		if err != nil {
-			if p.handover.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-				return
-			}
-			p.ended = true
-			p.dst.Close()
-			return
+		if _, werr := p.dst.Write(buf[:n]); werr != nil {
+			return true
+		}
+		if n < len(buf) {
+			return false
 		}
 	}
+}
+
+// end marks the source ended and closes the destination.
+func (p *pipe) end() {
+	p.ended = true
+	p.dst.Close()
 }
 
 // serve forwards both directions with plain copies, and forgets the connection when it ended there.

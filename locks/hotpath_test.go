@@ -1,10 +1,14 @@
 package locks
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestNewValueIsUniqueBase32 checks that lease values keep crypto/rand.Text's form (26 characters
@@ -65,5 +69,34 @@ func TestIsIndeterminateFindsWrappedErrors(t *testing.T) {
 		if got := IsIndeterminate(c.err); got != c.want {
 			t.Errorf("IsIndeterminate(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestUnsentOnlyBeforeTheRequestLeft holds unsent to its cases: a failed dial and a pool wait that
+// ran out are unsent, however wrapped; a failed read or write, a timeout and no error are not. Every
+// acquire asks it of a nil error, which must not allocate.
+func TestUnsentOnlyBeforeTheRequestLeft(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{dial, true},
+		{fmt.Errorf("SET NX on n1: %w", dial), true},
+		{redis.ErrPoolTimeout, true},
+		{fmt.Errorf("release on n1: %w", redis.ErrPoolTimeout), true},
+		{read, false},
+		{fmt.Errorf("SET NX on n1: %w", read), false},
+		{context.DeadlineExceeded, false},
+		{fmt.Errorf("not wrapped: %v", dial), false},
+	} {
+		if got := unsent(c.err); got != c.want {
+			t.Errorf("unsent(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(1000, func() { unsent(nil) }); n != 0 {
+		t.Errorf("unsent(nil) allocates %v times, want 0", n)
 	}
 }

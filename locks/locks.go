@@ -97,8 +97,10 @@ func indeterminate(err error) error { return &IndeterminateError{Err: err} }
 // Any other error after a request may have been written (a timeout, a reset, a closed connection)
 // leaves the outcome unknown.
 func unsent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if err == nil {
+		return false // every acquire asks: no allocation for the common case
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
 		return true
 	}
 	return errors.Is(err, redis.ErrPoolTimeout)
