@@ -146,6 +146,7 @@ func (r *ResourceResult) checkCounter(model porcupine.Model, guard resource.Guar
 		*drawn = append(*drawn, resSegment{ops: seg, result: res})
 		switch res {
 		case porcupine.Illegal:
+			r.noteIllegal(key, part)
 			return porcupine.Illegal
 		case porcupine.Unknown:
 			result = porcupine.Unknown
@@ -165,6 +166,22 @@ func (r *ResourceResult) checkCounter(model porcupine.Model, guard resource.Guar
 		carry = next
 	}
 	return result
+}
+
+// noteIllegal keeps the first illegal part's span: from its first invoke to its last return (a write
+// of unknown outcome, which may land any time, does not stretch it).
+func (r *ResourceResult) noteIllegal(key string, part []resOp) {
+	if r.Illegal != nil || len(part) == 0 {
+		return
+	}
+	s := &IllegalStretch{Key: key, From: part[0].inv, Until: part[0].inv}
+	for _, op := range part {
+		s.From = min(s.From, op.inv)
+		if op.ret != math.MaxInt64 {
+			s.Until = max(s.Until, op.ret)
+		}
+	}
+	r.Illegal = s
 }
 
 // linearize checks one part with porcupine, or leaves it unknown when it is too long for porcupine.

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 )
@@ -52,9 +53,16 @@ func firstFinding(r *Result, firstOverlap int64) *FirstFinding {
 	for _, e := range r.EarlyLosses {
 		consider(FindingEarlyLoss, e.Completed, e.Description)
 	}
-	if r.Resource != nil {
-		for _, s := range r.Resource.StaleWrites {
+	if res := r.Resource; res != nil {
+		for _, s := range res.StaleWrites {
 			consider(FindingStaleWrite, s.Invoke, s.Description)
+		}
+		if s := res.Illegal; s != nil && res.Valid == Invalid {
+			kind, what := FindingData, "no order of its reads and writes explains it"
+			if res.LostUpdates > 0 {
+				kind, what = FindingLostUpdate, fmt.Sprintf("an accepted increment was overwritten (%s in the run)", Phrase(FindingLostUpdate, int(res.LostUpdates)))
+			}
+			consider(kind, s.Until, fmt.Sprintf("key %s: the counter went wrong between %s and %s: %s", s.Key, FormatTime(s.From), FormatTime(s.Until), what))
 		}
 	}
 	if r.Liveness != nil && r.Liveness.Verdict == LiveDeadlock {

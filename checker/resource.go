@@ -51,12 +51,23 @@ type ResourceResult struct {
 	RejectedStale int      `json:"rejected_stale"`
 	Notes         []string `json:"notes"`
 	Errors        []string `json:"errors"`
+	// Illegal is the first stretch of a key's counter history porcupine could not linearize (the
+	// first key checked that had one), from its first operation's invoke to its last return: by
+	// its end the data had gone wrong. Nil when every stretch linearized.
+	Illegal *IllegalStretch `json:"illegal,omitempty"`
 
 	// What VisualizeResource draws: the segments worth a look, checked once more verbosely.
 	visModel porcupine.Model
 	visInfo  porcupine.LinearizationInfo
 	visNote  string
 	visReady bool
+}
+
+// IllegalStretch is a stretch of one key's counter history that no order of its operations explains.
+type IllegalStretch struct {
+	Key   string `json:"key"`
+	From  int64  `json:"from"`
+	Until int64  `json:"until"`
 }
 
 // StaleWrite is an accepted write the resource should not have taken.

@@ -300,8 +300,19 @@ func TestFencedReadRefusesTheStaleWriteBetweenReadAndWrite(t *testing.T) {
 	if r := run(history.Fail, true, 1); r.Resource.Valid != Valid {
 		t.Fatalf("the stale write refused: want valid:\n%s", r.Summary())
 	}
-	if r := run(history.OK, true, 1); r.Resource.Valid != Invalid || r.Resource.LostUpdates != 1 {
+	r := run(history.OK, true, 1)
+	if r.Resource.Valid != Invalid || r.Resource.LostUpdates != 1 {
 		t.Fatalf("the stale write accepted, then the next holder's: want one lost update:\n%s", r.Summary())
+	}
+	if s := r.Resource.Illegal; s == nil || *s != (IllegalStretch{Key: "k", From: 1, Until: 61}) {
+		t.Errorf("illegal stretch %+v, want key k from p7's read (1) to p0's write (61)", s)
+	}
+	// Without the stale write (p7's lease had ended) the lost update is timed at the end of the
+	// stretch porcupine could not linearize.
+	data := *r.Resource
+	data.StaleWrites = nil
+	if f := firstFinding(&Result{Resource: &data}, Never); f == nil || f.Kind != FindingLostUpdate || f.At != 61 {
+		t.Errorf("first finding of the data alone %+v, want the lost update at 61", f)
 	}
 	if r := run(history.OK, false, 1); r.Resource.Valid != Invalid || r.Resource.Porcupine != "illegal" {
 		t.Fatalf("a write below a token read accepted: want illegal:\n%s", r.Summary())

@@ -13,8 +13,9 @@ type Tally struct {
 	Count int    `json:"count"`
 }
 
-// Data-level finding kinds that FirstFinding never names (they have no single instant): updates the
-// counter lost, and a counter history porcupine found not linearizable for another reason.
+// Data-level finding kinds: updates the counter lost, and a counter history porcupine found not
+// linearizable for another reason. They have no single instant; FirstFinding names one at the end
+// of the first stretch of the counter's history that porcupine could not linearize.
 const (
 	FindingLostUpdate = "lost-update"
 	FindingData       = "data"
