@@ -53,8 +53,8 @@ func TestSingleRestartIsInvalid(t *testing.T) {
 		TTL:     Duration(time.Second), TimeLimit: Duration(8 * time.Second), Recovery: Duration(time.Second),
 		Interval: Duration(1500 * time.Millisecond),
 	})
-	if out.Result.Valid != checker.Invalid {
-		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	if out.Result.Valid != checker.Invalid || len(out.Result.Violations) == 0 {
+		t.Fatalf("want invalid with a violation listed, got %v\n%s", out.Result.Valid, out.Result.Summary())
 	}
 	v := out.Result.Violations[0]
 	var killed bool
@@ -117,8 +117,8 @@ func TestRedlockRestartIsInvalid(t *testing.T) {
 		TTL:     Duration(time.Second), TimeLimit: Duration(15 * time.Second), Recovery: Duration(500 * time.Millisecond),
 		Interval: Duration(1500 * time.Millisecond),
 	})
-	if out.Result.Valid != checker.Invalid {
-		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	if out.Result.Valid != checker.Invalid || len(out.Result.Violations) == 0 {
+		t.Fatalf("want invalid with a violation listed, got %v\n%s", out.Result.Valid, out.Result.Summary())
 	}
 	// The second holder got its quorum from restarted nodes.
 	v := out.Result.Violations[0]
@@ -150,8 +150,8 @@ func TestSingleClockJumpForwardIsInvalid(t *testing.T) {
 		TTL: Duration(time.Second), TimeLimit: Duration(5 * time.Second), Recovery: Duration(500 * time.Millisecond),
 		Interval: Duration(time.Second),
 	})
-	if out.Result.Valid != checker.Invalid {
-		t.Fatalf("want invalid, got %v\n%s", out.Result.Valid, out.Result.Summary())
+	if out.Result.Valid != checker.Invalid || len(out.Result.Violations) == 0 {
+		t.Fatalf("want invalid with a violation listed, got %v\n%s", out.Result.Valid, out.Result.Summary())
 	}
 	if c := out.Result.Violations[0].Cause; !strings.Contains(c, "clock bump-forward n1 by +2s (measured +2") {
 		t.Fatalf("cause %q does not name the measured jump", c)

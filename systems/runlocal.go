@@ -122,19 +122,26 @@ func (h *localHost) log(_ context.Context, file string) ([]byte, error) {
 
 func (h *localHost) output(context.Context) string { return startOutput(h.marks) }
 
-func (h *localHost) kill(_ context.Context, p proc, _ bool) error {
+func (h *localHost) kill(ctx context.Context, p proc, _ bool) error {
 	lp := p.(*localProc)
+	var children []procID
 	if h.sp.group {
 		// Children in sessions of their own (PostgreSQL's backends) hold the server's shared
-		// memory: a start after the kill would find it in use.
-		signalTree(lp.pid(), syscall.SIGKILL)
+		// memory: a start after the kill would find it in use. They are listed while their parent
+		// is stopped and alive (once it dies they belong to init, and a walk finds none of them).
+		syscall.Kill(lp.pid(), syscall.SIGSTOP)
+		children = childProcs(lp.pid())
+		for _, c := range children {
+			syscall.Kill(c.pid, syscall.SIGKILL)
+		}
 	}
 	// Kill the whole group: nothing the node forked (a replication child) may survive it.
 	if err := syscall.Kill(-lp.pid(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
 	<-lp.exited
-	return nil
+	// A killed process holds its memory until it has exited; the next start must not see it.
+	return waitGone(ctx, children)
 }
 
 func (h *localHost) signal(_ context.Context, p proc, sig syscall.Signal) error {
@@ -211,25 +218,63 @@ func signalTree(pid int, sig syscall.Signal) error {
 	return nil
 }
 
+// procID names a process beyond its pid, which the kernel reuses: by its start time too.
+type procID struct {
+	pid   int
+	start string
+}
+
 // childPids lists the processes whose parent is pid, from /proc.
 func childPids(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
 	var out []int
+	for _, c := range childProcs(pid) {
+		out = append(out, c.pid)
+	}
+	return out
+}
+
+// childProcs lists the processes whose parent is pid, from /proc, with their start times.
+func childProcs(pid int) []procID {
+	entries, _ := os.ReadDir("/proc")
+	var out []procID
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The fields after the command name, which is in parentheses and may hold spaces: state ppid ...
-		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, child)
+		f := procStat(child)
+		if len(f) > 19 && f[1] == strconv.Itoa(pid) {
+			out = append(out, procID{pid: child, start: f[19]})
 		}
 	}
 	return out
+}
+
+// procStat is /proc/PID/stat's fields after the command name (which is in parentheses and may hold
+// spaces): state, ppid, ... (f[19] is the start time); nil when the process is gone.
+func procStat(pid int) []string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+}
+
+// waitGone waits until every process in ps has exited (gone, a zombie, or its pid reused): an
+// exited process no longer holds memory. The bound only ends a hang.
+func waitGone(ctx context.Context, ps []procID) error {
+	for _, p := range ps {
+		for {
+			f := procStat(p.pid)
+			if len(f) <= 19 || f[0] == "Z" || f[0] == "X" || f[19] != p.start {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("process %d still running after SIGKILL: %w", p.pid, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
