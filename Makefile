@@ -57,9 +57,9 @@ tidy:
 # 13 minutes (87 s of CPU), close to the 14 minutes this was.
 #
 # The newcomer's path runs beside go test, not after it: both mostly wait (on servers, on fixed
-# run lengths), so side by side they take about the longer of the two, not the sum
-# (quiet CI: go test about 6 minutes, the newcomer's path 2 to 3 after it). Its output goes to a file and is shown whole when it ends; make test fails
-# if either fails, and waits for both either way.
+# run lengths), so side by side they take about the longer of the two, not the sum (quiet CI: go
+# test about 6 minutes, the newcomer's path 2 to 3 after it). Its output goes to a file and is
+# shown whole when it ends; make test fails if either fails, and waits for both either way.
 test: deps browser vet tidy shim
 	@log=$$(mktemp "$${TMPDIR:-/tmp}/lockpick-newcomer-log.XXXXXX"); \
 	scripts/newcomer.sh >"$$log" 2>&1 & newcomer=$$!; \
