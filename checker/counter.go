@@ -33,9 +33,9 @@ import (
 // end in is found exactly: the end value is the start value plus the accepted increments plus
 // some of the unknown writes, the highest token (fencing) the highest among the start and the
 // tokens that took effect, and the highest token read likewise among the reads' tokens; each such
-// candidate is kept iff porcupine can linearize the part ending
-// with an operation legal only in that state (endStates). With no unknown write there is one
-// candidate and no extra check. An illegal part makes the whole illegal.
+// candidate is kept iff porcupine can linearize the part ending with an operation legal only in
+// that state (endStates). With no unknown write there is one candidate and no extra check. An
+// illegal part makes the whole illegal.
 
 // maxEndCandidates bounds the candidate end states checked for one part. Beyond it the set is
 // carried unchecked, which can only hide a violation, so the result is unknown at best.
