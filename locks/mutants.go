@@ -66,6 +66,9 @@ func Mutants() []Mutant {
 // wallClockMutant is the one mutant that reads the client's wall clock (Options.Clock).
 const wallClockMutant = "single-wall-clock"
 
+// readsWallClock reports whether the mutant's client reads Options.Clock (Kind.WallClock).
+func (m Mutant) readsWallClock() bool { return m.Name == wallClockMutant }
+
 // wallClock computes the lease's deadline from the client's wall clock, as a library that keeps
 // deadlines in Unix milliseconds does: the deadline carries no monotonic reading, so the client's
 // clock offset at acquire time moves it.

@@ -198,7 +198,7 @@ func Lookup(name string) (Kind, error) {
 			return Kind{}, err
 		}
 		base.Name = name
-		base.WallClock = name == MutantPrefix+wallClockMutant
+		base.WallClock = m.readsWallClock()
 		base.CrashPoints = nil // a mutant's acquire is its own, without the base's inner steps
 		base.Build = func(n []Endpoint, o Options) (Locker, error) { return m.build(n, o), nil }
 		return base, nil

@@ -212,8 +212,8 @@ func signalTree(pid int, sig syscall.Signal) error {
 	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
-	for _, c := range childPids(pid) {
-		syscall.Kill(c, sig)
+	for _, c := range childProcs(pid) {
+		syscall.Kill(c.pid, sig)
 	}
 	return nil
 }
@@ -222,15 +222,6 @@ func signalTree(pid int, sig syscall.Signal) error {
 type procID struct {
 	pid   int
 	start string
-}
-
-// childPids lists the processes whose parent is pid, from /proc.
-func childPids(pid int) []int {
-	var out []int
-	for _, c := range childProcs(pid) {
-		out = append(out, c.pid)
-	}
-	return out
 }
 
 // childProcs lists the processes whose parent is pid, from /proc, with their start times.
