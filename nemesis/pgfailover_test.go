@@ -2,13 +2,11 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -152,8 +150,8 @@ func TestFailoverOnPostgresPromotesAndMovesTheClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Fatalf("the process group of postmaster %d outlived the system: %v", pid, err)
+		if live := systems.LiveGroupMembers(pid); len(live) > 0 {
+			t.Fatalf("processes %v of postmaster %d's group outlived the system", live, pid)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func (h *localHost) kill(ctx context.Context, p proc, _ bool) error {
 		// memory: a start after the kill would find it in use. They are listed while their parent
 		// is stopped and alive (once it dies they belong to init, and a walk finds none of them).
 		syscall.Kill(lp.pid(), syscall.SIGSTOP)
-		children = childProcs(lp.pid())
+		children = append(childProcs(lp.pid()), groupProcs(lp.pid())...)
 		for _, c := range children {
 			syscall.Kill(c.pid, syscall.SIGKILL)
 		}
@@ -218,6 +218,43 @@ func signalTree(pid int, sig syscall.Signal) error {
 	return nil
 }
 
+// groupProcs lists the living processes of process group pgid (a server's child that has not yet
+// left its parent's group is one), from /proc, with their start times.
+func groupProcs(pgid int) []procID {
+	var out []procID
+	for _, p := range procs() {
+		if f := procStat(p); len(f) > 19 && f[2] == strconv.Itoa(pgid) && !exited(f) {
+			out = append(out, procID{pid: p, start: f[19]})
+		}
+	}
+	return out
+}
+
+// LiveGroupMembers is the pids of process group pgid's members that have not exited: what a
+// killed node may not leave behind (a zombie has exited; its reaper is init).
+func LiveGroupMembers(pgid int) []int {
+	var pids []int
+	for _, p := range groupProcs(pgid) {
+		pids = append(pids, p.pid)
+	}
+	return pids
+}
+
+// procs lists the pids in /proc.
+func procs() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// exited tells whether a process's stat fields are a zombie's or a dead process's.
+func exited(f []string) bool { return f[0] == "Z" || f[0] == "X" }
+
 // procID names a process beyond its pid, which the kernel reuses: by its start time too.
 type procID struct {
 	pid   int
@@ -226,13 +263,8 @@ type procID struct {
 
 // childProcs lists the processes whose parent is pid, from /proc, with their start times.
 func childProcs(pid int) []procID {
-	entries, _ := os.ReadDir("/proc")
 	var out []procID
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, child := range procs() {
 		f := procStat(child)
 		if len(f) > 19 && f[1] == strconv.Itoa(pid) {
 			out = append(out, procID{pid: child, start: f[19]})
@@ -257,7 +289,7 @@ func waitGone(ctx context.Context, ps []procID) error {
 	for _, p := range ps {
 		for {
 			f := procStat(p.pid)
-			if len(f) <= 19 || f[0] == "Z" || f[0] == "X" || f[19] != p.start {
+			if len(f) <= 19 || exited(f) || f[19] != p.start {
 				break
 			}
 			select {
