@@ -283,14 +283,20 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 	return op, nil
 }
 
-// freshLease waits up to half the shorter of Wait and the TTL (a fresh grant comes within about
-// one hold, and the lease held at the call must still be there for the fallback) for a fresh grant: one the history records after the call (a client
-// got it: a lease written but still waiting on its WAIT is not yet a hold), or without that view
-// a lease the primary p did not hold at the call. Then it returns a test that takes the lease held
+// freshLease waits for a fresh grant: one the history records after the call (a client got it: a
+// lease written but still waiting on its WAIT is not yet a hold), or without that view a lease the
+// primary p did not hold at the call. It waits up to half the shorter of Wait and the TTL (a fresh
+// grant comes within about one hold, and the lease held at the call must still be there for the
+// fallback); where the nemesis promotes, a whole one: the promotion comes Detect after the kill, and
+// a hold granted just before the call outlasted half a TTL and ended before the promoted replica
+// granted anything (PgBouncer's failover row, seed 2). Then it returns a test that takes the lease held
 // now at once; when none came, ok itself.
 func (f *Failover) freshLease(ctx context.Context, p string, ok func(held []systems.Lease) bool) func([]systems.Lease) bool {
 	now := func([]systems.Lease) bool { return true }
 	wait := min(f.Wait, f.Env.TTL) / 2
+	if f.promotes {
+		wait *= 2
+	}
 	if f.Env.Holders != nil {
 		began := time.Now()
 		h, found, err := waitForHolder(ctx, f.Env.Holders, wait, 2*time.Millisecond)

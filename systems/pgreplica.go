@@ -130,7 +130,7 @@ func (s *postgresSys) startReplica(ctx context.Context, b *bed, n *Node, cred *s
 
 // Promote implements Promoter: old is fenced first (so that nothing reports two primaries), the
 // replica is promoted with pg_promote(), which returns once it accepts writes, and then every
-// client group's link to old is pointed at the replica.
+// client group's link to old, and every pooler's, is pointed at the replica.
 func (s *postgresSys) Promote(ctx context.Context, old, replica string) (string, error) {
 	from, to := s.node(old), s.node(replica)
 	if from == nil || to == nil || !from.Data || !to.Data {
@@ -149,7 +149,7 @@ func (s *postgresSys) Promote(ctx context.Context, old, replica string) (string,
 		return "", fmt.Errorf("pg_promote on %s: promoted %v: %w", replica, promoted, err)
 	}
 	var moved []string
-	for _, g := range s.groups {
+	for _, g := range append(s.poolers(), s.groups...) {
 		for _, n := range s.nodes {
 			l, err := s.links.Get(g, n.Name)
 			if err != nil || l.CurrentUpstream() != from.Addr {
@@ -187,6 +187,17 @@ func (s *postgresSys) Rejoin(ctx context.Context, node, primary string) (string,
 	s.roles.unfence(node)
 	s.roles.update(ctx)
 	return fmt.Sprintf("%s rejoined as a replica of %s (a fresh pg_basebackup)", node, primary), nil
+}
+
+// poolers are the names of the pooler nodes: each reaches the primary through a link of its own.
+func (s *postgresSys) poolers() []string {
+	var names []string
+	for _, n := range s.nodes {
+		if n.Role == RolePooler {
+			names = append(names, n.Name)
+		}
+	}
+	return names
 }
 
 // node is the node named name, or nil.

@@ -122,14 +122,14 @@ func TestPostgresReplicaStreamsThroughItsLinkAndIsPromoted(t *testing.T) {
 	if n, err := waitCount(ctx, replica.Addr, "t", 2, 15*time.Second); n != 2 {
 		t.Fatalf("the replica has %d rows (%v) after the stall, want 2", n, err)
 	}
-	promoteAndCheck(ctx, t, sys)
+	rows := promoteAndCheck(ctx, t, sys)
 	did, err := sys.(Promoter).Rejoin(ctx, "pg1", "pg2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(did)
-	if n, err := waitCount(ctx, primary.Addr, "t", 3, 10*time.Second); n != 3 {
-		t.Fatalf("the rejoined pg1 has %d rows (%v), want the new primary's 3", n, err)
+	if n, err := waitCount(ctx, primary.Addr, "t", rows, 10*time.Second); n != rows {
+		t.Fatalf("the rejoined pg1 has %d rows (%v), want the new primary's %d", n, err, rows)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for sys.Roles()["pg1"] != RoleReplica && time.Now().Before(deadline) {
@@ -150,8 +150,9 @@ func TestPostgresReplicaStreamsThroughItsLinkAndIsPromoted(t *testing.T) {
 }
 
 // promoteAndCheck kills pg1, promotes pg2, and checks the roles and that client group c1's path to
-// pg1 reaches the new primary, which takes writes.
-func promoteAndCheck(ctx context.Context, t *testing.T, sys System) {
+// pg1, and through each pooler, reaches the new primary, which takes writes. It returns the rows the
+// new primary has.
+func promoteAndCheck(ctx context.Context, t *testing.T, sys System) int {
 	t.Helper()
 	if err := sys.Backend().Kill("pg1"); err != nil {
 		t.Fatal(err)
@@ -171,9 +172,20 @@ func promoteAndCheck(ctx context.Context, t *testing.T, sys System) {
 	if err := pgExec(ctx, eps[0].Addr, "INSERT INTO t VALUES (3)"); err != nil {
 		t.Fatalf("c1's path to pg1 after the failover: %v", err)
 	}
-	if n, err := pgCount(ctx, sys.Nodes()[1].Addr, "t"); n != 3 {
-		t.Fatalf("the promoted pg2 has %d rows (%v), want 3: c1's path did not lead there", n, err)
+	want := 3
+	for _, ep := range eps {
+		if ep.Role != RolePooler {
+			continue
+		}
+		if err := pgExec(ctx, ep.Addr, "INSERT INTO t VALUES (4)"); err != nil {
+			t.Fatalf("c1's path through %s after the failover: %v", ep.Node, err)
+		}
+		want++
 	}
+	if n, err := pgCount(ctx, sys.Nodes()[1].Addr, "t"); n != want {
+		t.Fatalf("the promoted pg2 has %d rows (%v), want %d: c1's paths (to pg1, through the poolers) did not lead there", n, err, want)
+	}
+	return want
 }
 
 // With synchronous replication a commit waits for the replica: stalling its link holds the commit.

@@ -207,14 +207,13 @@ func (postgresTopology) start(ctx context.Context, b *bed, layout []Node) (_ Sys
 	if err := s.startPrimary(ctx, b, cred); err != nil {
 		return nil, err
 	}
-	_, port, _ := net.SplitHostPort(s.nodes[0].Addr)
 	for i := 1; i < len(s.nodes); i++ {
 		n := &s.nodes[i]
 		switch n.Role {
 		case RoleReplica:
 			err = s.startReplica(ctx, b, n, cred)
 		default:
-			err = s.startBouncer(ctx, b, n, cred, port)
+			err = s.startBouncer(ctx, b, n, cred)
 		}
 		if err != nil {
 			return nil, err
@@ -268,11 +267,12 @@ func (s *postgresSys) addClientLinks(node, addr string) error {
 	return nil
 }
 
-// startBouncer declares and starts a PgBouncer node in front of the primary's port, pooling
-// sessions or transactions as its name says. Transaction pooling gets a small pool (3 server
+// startBouncer declares and starts a PgBouncer node in front of the primary, pooling sessions or
+// transactions as its name says. It reaches the primary through a link of its own (its name is the
+// link's group), which a failover moves to the promoted replica as it moves the clients' paths. Transaction pooling gets a small pool (3 server
 // connections), so that clients share server sessions as they do in production; session pooling
 // one large enough for every client (a session is held while its client is connected).
-func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *syscall.Credential, pgPort string) error {
+func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *syscall.Credential) error {
 	mode, pool := "session", 100
 	if n.Name == PgBouncerTransaction {
 		mode, pool = "transaction", 3
@@ -283,6 +283,11 @@ func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *s
 	}
 	n.Addr = ports[0].Addr().String()
 	_, port, _ := net.SplitHostPort(n.Addr)
+	server, err := s.links.Add(n.Name, pgNode, s.nodes[0].Addr)
+	if err != nil {
+		return err
+	}
+	_, pgPort, _ := net.SplitHostPort(server.Addr)
 	nd := b.nodeDir(n.Name)
 	if err := ownedDir(nd, cred); err != nil {
 		return fmt.Errorf("pgbouncer node directory: %w", err)
