@@ -12,7 +12,8 @@ shift 3
 names=${BUG_SCENARIOS:-"bug-redis-py-4279-reacquire bug-bsm-redislock-token etcd-unlock-retry
 	bug-etcd-15247-old-leader-revoke bug-etcd-15247-fixed pg-advisory-terminate
 	pg-advisory-xact-terminate pg-advisory-restart pg-advisory-pgbouncer pg-advisory-pgbouncer-session
-	pg-advisory-halfopen pg-lease-halfopen pg-advisory-failover pg-lease-failover pg-lease-failover-sync
+	pg-advisory-halfopen pg-lease-halfopen pg-advisory-failover pg-advisory-pgbouncer-failover pg-lease-failover
+	pg-lease-failover-sync
 	bug-go-zero-4319-nested go-zero-none bug-curator-206-client-pause curator-678-release-cut
 	bug-redsync-setnx-extend redsync-extend-pause bug-go-zero-keepalive-after-expiry"}
 start=$(date +%s)
