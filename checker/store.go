@@ -24,10 +24,10 @@ type store struct {
 	cur, prev  history.Event
 	keptPos    []int // positions of the events kept for good, increasing
 	kept       []history.Event
-	inflight   map[int]*slot // client process -> its invoke in flight
-	byPos      map[int]*slot // the same, by position
-	free       []*slot       // slots to reuse
-	lineShifts []lineShift   // where lines stop being position+1 (blank lines); empty for most files
+	inflight   procTable[*slot] // client process -> its invoke in flight
+	byPos      map[int]*slot    // the same, by position
+	free       []*slot          // slots to reuse
+	lineShifts []lineShift      // where lines stop being position+1 (blank lines); empty for most files
 }
 
 // slot holds a client invoke while it is in flight.
@@ -42,7 +42,7 @@ type lineShift struct{ pos, add int }
 func sliceStore(l *history.Log) *store { return &store{all: l.Events, log: l, n: len(l.Events)} }
 
 func streamStore() *store {
-	return &store{inflight: map[int]*slot{}, byPos: map[int]*slot{}}
+	return &store{byPos: map[int]*slot{}}
 }
 
 // at is event i, which must be one the store keeps (see store).
@@ -55,6 +55,10 @@ func (s *store) at(i int) *history.Event {
 		return &s.cur
 	case i == s.n-2:
 		return &s.prev
+	}
+	// Most look-ups are of the current event's invoke in flight: found without hashing.
+	if sl, ok := s.inflight.get(s.cur.Process); ok && sl.pos == i {
+		return &sl.ev
 	}
 	if sl, ok := s.byPos[i]; ok {
 		return &sl.ev
@@ -125,11 +129,12 @@ func (s *store) settle() {
 			sl = &slot{}
 		}
 		sl.pos, sl.ev = i, *e
-		s.inflight[e.Process], s.byPos[i] = sl, sl
+		s.inflight.put(e.Process, sl)
+		s.byPos[i] = sl
 		return
 	}
-	if sl, ok := s.inflight[e.Process]; ok {
-		delete(s.inflight, e.Process)
+	if sl, ok := s.inflight.get(e.Process); ok {
+		s.inflight.del(e.Process)
 		delete(s.byPos, sl.pos)
 		s.free = append(s.free, sl)
 	}
