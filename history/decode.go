@@ -20,6 +20,9 @@ type decoder struct {
 	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of
 	// each keeps a history of millions of events to a fraction of the memory and allocations.
 	seen map[string]string
+	// recent holds the strings seen lately, by a cheap hash of their bytes: a line's few strings
+	// are nearly always among them, found with one comparison instead of a map's hash and probe.
+	recent [64]string
 	// nodes is the last list of nodes decoded: consecutive grants by the same nodes share it.
 	nodes   []string
 	scratch []string
@@ -56,13 +59,22 @@ func (d *decoder) intern(s *string) {
 
 // internBytes is intern for a string still in the line's bytes: a hit costs no allocation.
 func (d *decoder) internBytes(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	slot := &d.recent[(uint(len(b))*7+uint(b[0])*31+uint(b[len(b)-1]))%uint(len(d.recent))]
+	if *slot == string(b) {
+		return *slot
+	}
 	if v, ok := d.seen[string(b)]; ok {
+		*slot = v
 		return v
 	}
 	s := string(b)
 	if len(d.seen) < 1<<16 {
 		d.seen[s] = s
 	}
+	*slot = s
 	return s
 }
 
