@@ -20,8 +20,11 @@ type store struct {
 	all []history.Event // the whole history, or nil when streaming
 	log *history.Log    // its lines, with all
 
-	n          int // events seen
-	cur, prev  history.Event
+	n int // events seen
+	// recent are the current and the previous event, recent[cur] the current: a push overwrites
+	// the older in place rather than copying the current event down.
+	recent     [2]history.Event
+	cur        int
 	keptPos    []int // positions of the events kept for good, increasing
 	kept       []history.Event
 	inflight   procTable[*slot] // client process -> its invoke in flight
@@ -52,12 +55,12 @@ func (s *store) at(i int) *history.Event {
 	}
 	switch {
 	case i == s.n-1:
-		return &s.cur
+		return &s.recent[s.cur]
 	case i == s.n-2:
-		return &s.prev
+		return &s.recent[s.cur^1]
 	}
 	// Most look-ups are of the current event's invoke in flight: found without hashing.
-	if sl, ok := s.inflight.get(s.cur.Process); ok && sl.pos == i {
+	if sl, ok := s.inflight.get(s.recent[s.cur].Process); ok && sl.pos == i {
 		return &sl.ev
 	}
 	if sl, ok := s.byPos[i]; ok {
@@ -95,8 +98,8 @@ func (s *store) last() *history.Event {
 
 // push makes e, on the given line, the next event.
 func (s *store) push(e *history.Event, line int) {
-	s.prev = s.cur
-	s.cur = *e
+	s.cur ^= 1
+	s.recent[s.cur] = *e
 	if add := line - s.n - 1; add != s.lastAdd() {
 		s.lineShifts = append(s.lineShifts, lineShift{pos: s.n, add: add})
 	}
@@ -112,7 +115,7 @@ func (s *store) lastAdd() int {
 
 // settle decides, once validate and parse have seen the current event, whether it is kept.
 func (s *store) settle() {
-	i, e := s.n-1, &s.cur
+	i, e := s.n-1, &s.recent[s.cur]
 	if i == 0 || keptForGood(e) {
 		s.keptPos = append(s.keptPos, i)
 		s.kept = append(s.kept, *e)
