@@ -90,7 +90,7 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 	}
 	var set uint32 // fields seen: a repeated one goes to encoding/json
 	for {
-		key, j, ok := plainString(b, i)
+		key, j, ok := fieldName(b, i)
 		if !ok {
 			return false
 		}
@@ -263,11 +263,29 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 		return nil, i, false
 	}
 	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
+		c := b[j]
+		if c-0x20 < 0x60 && c != '"' && c != '\\' {
+			continue // printable ASCII: the common case, one comparison
+		}
+		if c == '"' {
 			return b[i+1 : j], j + 1, true
-		case c == '\\' || c < 0x20 || c >= 0x80:
-			return nil, i, false
+		}
+		return nil, i, false
+	}
+	return nil, i, false
+}
+
+// fieldName reads a field name at i: the bytes up to the next quote, and the position after it.
+// Unlike plainString it does not check them, because only a name equal to one of the event's
+// (all plain ASCII) is taken; an escape, or anything else, is no such name and goes to
+// encoding/json.
+func fieldName(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		if b[j] == '"' {
+			return b[i+1 : j], j + 1, true
 		}
 	}
 	return nil, i, false
