@@ -223,6 +223,9 @@ type parser struct {
 	// extras are the holds' shared extras, by their nodes, and the last one given (see extraFor).
 	extras    map[string]*holdExtra
 	lastExtra *holdExtra
+	// lastCounts and lastLive remember the last key's entries of byKey and p.live.
+	lastCounts lastKey[Counts]
+	lastLive   lastKey[keyLive]
 }
 
 func newParser(st *store) *parser {
@@ -253,11 +256,15 @@ func (pr *parser) extraFor(nodes []string) *holdExtra {
 }
 
 func (pr *parser) keyCounts(k string) *Counts {
+	if c := pr.lastCounts.find(k); c != nil {
+		return c
+	}
 	c := pr.byKey[k]
 	if c == nil {
 		c = &Counts{}
 		pr.byKey[k] = c
 	}
+	pr.lastCounts.keep(k, c)
 	return c
 }
 
