@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // hold is one grant as the pipeline keeps it: a HoldInfo (see info) in 128 bytes rather than 200,
@@ -208,16 +209,16 @@ func parse(events []history.Event) *parsed {
 type parser struct {
 	st          *store
 	p           *parsed
-	inflight    procTable[int]     // process -> index of its in-flight invoke
-	open        procTable[[]int32] // process -> holds with no release invoked yet
-	recent      procTable[[]int32] // process -> its latest holds, for work events
-	nemInflight map[string][]int   // nemesis F -> invokes waiting for completion
+	inflight    proctable.Table[int]     // process -> index of its in-flight invoke
+	open        proctable.Table[[]int32] // process -> holds with no release invoked yet
+	recent      proctable.Table[[]int32] // process -> its latest holds, for work events
+	nemInflight map[string][]int         // nemesis F -> invokes waiting for completion
 	byKey       map[string]*Counts
-	processes   procTable[struct{}]
+	processes   proctable.Table[struct{}]
 
 	expired, noDeadline, strayRelease, strayWork int
 	// foreign marks processes whose release in flight named no hold of theirs.
-	foreign procTable[bool]
+	foreign proctable.Table[bool]
 	// levels are the reentrant levels each process entered and has not left.
 	levels levelBook[int32]
 	// extras are the holds' shared extras, by their nodes, and the last one given (see extraFor).
@@ -304,14 +305,14 @@ func (pr *parser) event(i int) {
 	if e.Process == history.HarnessProcess {
 		return // the run, and the final counter values that belong to the resource check
 	}
-	pr.processes.put(e.Process, struct{}{})
+	pr.processes.Put(e.Process, struct{}{})
 	if e.F == history.FRenewed || e.F == history.FLost {
 		pr.leaseNews(e)
 		return
 	}
 
 	if e.Type == history.Invoke {
-		inflight.put(e.Process, i)
+		inflight.Put(e.Process, i)
 		p.cul.invoked(e)
 		if e.F == history.FRelease && e.Depth > 0 && pr.leftLevel(e) {
 			return
@@ -319,21 +320,21 @@ func (pr *parser) event(i int) {
 		if e.F == history.FRelease {
 			// The release's invoke ends the hold whatever its outcome: the client has left
 			// its critical section.
-			hs := open.at(e.Process)
+			hs := open.At(e.Process)
 			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
 				releaseHold(&p.holds[hs[j]], e.Time)
-				open.put(e.Process, append(hs[:j], hs[j+1:]...))
+				open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			} else {
 				pr.strayRelease++
-				pr.foreign.put(e.Process, true)
+				pr.foreign.Put(e.Process, true)
 			}
 		}
 		return
 	}
 
-	j := inflight.at(e.Process)
+	j := inflight.At(e.Process)
 	inv := st.at(j)
-	inflight.del(e.Process)
+	inflight.Delete(e.Process)
 
 	switch e.F {
 	case history.FAcquire:
@@ -375,9 +376,9 @@ func (pr *parser) event(i int) {
 			pr.levels.enter(e.Process, id, e.Depth)
 		}
 	case history.FRelease, history.FExtend:
-		p.cul.leaseOp(p, recent.at(e.Process), inv, e)
+		p.cul.leaseOp(p, recent.At(e.Process), inv, e)
 		late := len(p.lateExtends)
-		p.leaseEvent(recent.at(e.Process), inv, e)
+		p.leaseEvent(recent.At(e.Process), inv, e)
 		if len(p.lateExtends) > late {
 			pr.revive(&p.lateExtends[late])
 		}
@@ -392,7 +393,7 @@ func (pr *parser) event(i int) {
 		if e.Type == history.Info {
 			at = inv.Time
 		}
-		r := recent.at(e.Process)
+		r := recent.At(e.Process)
 		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
 			h := &p.holds[r[k]]
 			h.WorkEnd = max(h.WorkEnd, at)
@@ -410,7 +411,7 @@ func (pr *parser) event(i int) {
 		if value == "" {
 			value = e.Value
 		}
-		r := recent.at(e.Process)
+		r := recent.At(e.Process)
 		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
 			h := &p.holds[r[k]]
 			h.WorkEnd = max(h.WorkEnd, e.Time)
@@ -423,10 +424,10 @@ func (pr *parser) event(i int) {
 // foreignUnlock counts the completion of a release that named no hold of its process: refused as
 // not the owner's, as a lock must; accepted, it may have freed another client's lock.
 func (pr *parser) foreignUnlock(e *history.Event) {
-	if !pr.foreign.at(e.Process) && e.Reason != history.ReasonNotOwner {
+	if !pr.foreign.At(e.Process) && e.Reason != history.ReasonNotOwner {
 		return
 	}
-	pr.foreign.del(e.Process)
+	pr.foreign.Delete(e.Process)
 	switch {
 	case e.Reason == history.ReasonNotOwner:
 		pr.p.stats.ForeignUnlocks.Refused++
@@ -447,7 +448,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 		if !ok {
 			continue
 		}
-		for _, id := range pr.open.at(pid) {
+		for _, id := range pr.open.At(pid) {
 			h := &pr.p.holds[id]
 			if h.dead || h.End <= at {
 				continue
@@ -455,7 +456,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 			h.End, h.EndedBy = max(at, h.Start), endCrash
 			h.Deadline = min(h.Deadline, h.End)
 		}
-		pr.open.del(pid)
+		pr.open.Delete(pid)
 		delete(pr.levels, pid)
 	}
 }
@@ -476,14 +477,14 @@ func (pr *parser) grant(h hold) int32 {
 	id := int32(len(p.holds))
 	p.holds = append(p.holds, h)
 	p.cul.granted(p, id)
-	op := pr.open.at(h.Process)
+	op := pr.open.At(h.Process)
 	op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
-	pr.open.put(h.Process, append(op, id))
-	r := append(pr.recent.at(h.Process), id)
+	pr.open.Put(h.Process, append(op, id))
+	r := append(pr.recent.At(h.Process), id)
 	if len(r) > recentHolds {
 		r = r[len(r)-recentHolds:]
 	}
-	pr.recent.put(h.Process, r)
+	pr.recent.Put(h.Process, r)
 	return id
 }
 
@@ -494,7 +495,7 @@ func (pr *parser) grant(h hold) int32 {
 // entered under the old hold carry over to the new one.
 func (pr *parser) revive(l *LateExtend) {
 	p := pr.p
-	r := pr.recent.at(l.Process)
+	r := pr.recent.At(l.Process)
 	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
 	dl := effectiveDeadline(l.NewDeadline)
 	h := hold{key: l.Key, Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}
@@ -527,7 +528,7 @@ func (pr *parser) revive(l *LateExtend) {
 // deadline, an early lease loss; a lease with no deadline promised only that news).
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
-	r := pr.recent.at(e.Process)
+	r := pr.recent.At(e.Process)
 	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, e.Key, e.Value)
 	if e.F == history.FRenewed {
 		p.stats.Renewals++
@@ -565,7 +566,7 @@ func (pr *parser) leaseNews(e *history.Event) {
 // lease (see continued): legal, and no new hold. It reports false when that hold had ended or
 // there was none, so that the acquire is judged as a hold of its own.
 func (pr *parser) reentered(e *history.Event, key string) bool {
-	hs := pr.open.at(e.Process)
+	hs := pr.open.At(e.Process)
 	j := continued(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e)
 	if j < 0 {
 		return false
@@ -580,7 +581,7 @@ func (pr *parser) reentered(e *history.Event, key string) bool {
 // lease was lost at 2.000s".
 func (pr *parser) lateReentry(e *history.Event, key string) string {
 	pr.p.stats.LateReentries++
-	r := pr.recent.at(e.Process)
+	r := pr.recent.At(e.Process)
 	k := findLease(len(r), func(k int) *hold { return &pr.p.holds[r[k]] }, key, e.Value)
 	if k < 0 {
 		return fmt.Sprintf("re-entered at %s (depth %d) holding no earlier lease of the key", FormatTime(e.Time), e.Depth)
@@ -602,11 +603,11 @@ func (pr *parser) leftLevel(e *history.Event) bool {
 	if !last {
 		return true // an inner level: the hold goes on
 	}
-	hs := pr.open.at(e.Process)
+	hs := pr.open.At(e.Process)
 	for j, o := range hs {
 		if o == id {
 			releaseHold(&p.holds[id], e.Time)
-			pr.open.put(e.Process, append(hs[:j], hs[j+1:]...))
+			pr.open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			break
 		}
 	}
@@ -620,7 +621,7 @@ func (pr *parser) finish() *parsed {
 	expired, noDeadline, strayRelease, strayWork := pr.expired, pr.noDeadline, pr.strayRelease, pr.strayWork
 	// Invocations the history ended on are indeterminate, like info, but have no latency.
 	var pendingClient int
-	pr.inflight.each(func(_, j int) {
+	pr.inflight.Each(func(_, j int) {
 		e := st.at(j)
 		pendingClient++
 		switch e.F {
@@ -647,7 +648,7 @@ func (pr *parser) finish() *parsed {
 	for k, c := range byKey {
 		p.stats.AcquiresByKey[k] = *c
 	}
-	p.stats.Processes = pr.processes.len()
+	p.stats.Processes = pr.processes.Len()
 	p.stats.Holds = len(p.holds) - expired
 	p.stats.ExpiredOnArrival = expired
 	p.stats.Duration = p.last - p.first

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // store is the history as the checker's steps look events up by position. Given the whole history
@@ -27,10 +28,10 @@ type store struct {
 	cur        int
 	keptPos    []int // positions of the events kept for good, increasing
 	kept       []history.Event
-	inflight   procTable[*slot] // client process -> its invoke in flight
-	byPos      map[int]*slot    // the same, by position
-	free       []*slot          // slots to reuse
-	lineShifts []lineShift      // where lines stop being position+1 (blank lines); empty for most files
+	inflight   proctable.Table[*slot] // client process -> its invoke in flight
+	byPos      map[int]*slot          // the same, by position
+	free       []*slot                // slots to reuse
+	lineShifts []lineShift            // where lines stop being position+1 (blank lines); empty for most files
 }
 
 // slot holds a client invoke while it is in flight.
@@ -60,7 +61,7 @@ func (s *store) at(i int) *history.Event {
 		return &s.recent[s.cur^1]
 	}
 	// Most look-ups are of the current event's invoke in flight: found without hashing.
-	if sl, ok := s.inflight.get(s.recent[s.cur].Process); ok && sl.pos == i {
+	if sl, ok := s.inflight.Get(s.recent[s.cur].Process); ok && sl.pos == i {
 		return &sl.ev
 	}
 	if sl, ok := s.byPos[i]; ok {
@@ -132,12 +133,12 @@ func (s *store) settle() {
 			sl = &slot{}
 		}
 		sl.pos, sl.ev = i, *e
-		s.inflight.put(e.Process, sl)
+		s.inflight.Put(e.Process, sl)
 		s.byPos[i] = sl
 		return
 	}
-	if sl, ok := s.inflight.get(e.Process); ok {
-		s.inflight.del(e.Process)
+	if sl, ok := s.inflight.Get(e.Process); ok {
+		s.inflight.Delete(e.Process)
 		delete(s.byPos, sl.pos)
 		s.free = append(s.free, sl)
 	}

@@ -1,4 +1,4 @@
-package checker
+package proctable
 
 import (
 	"maps"
@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestProcTableActsAsAMap runs the same random puts, deletes and look-ups on a procTable and on a
+// TestTableActsAsAMap runs the same random puts, deletes and look-ups on a Table and on a
 // map, over dense, negative and huge process numbers, and fails at the first answer that differs.
-func TestProcTableActsAsAMap(t *testing.T) {
+func TestTableActsAsAMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	procs := []int{-3, -2, -1, 0, 1, 2, 7, 100, denseProcs - 1, denseProcs, 1 << 30, -1 << 40}
-	var tab procTable[int]
+	procs := []int{-3, -2, -1, 0, 1, 2, 7, 100, denseLimit - 1, denseLimit, 1 << 30, -1 << 40}
+	var tab Table[int]
 	want := map[int]int{}
 	for step := range 20000 {
 		p := procs[rng.IntN(len(procs))]
@@ -20,28 +20,28 @@ func TestProcTableActsAsAMap(t *testing.T) {
 		}
 		switch rng.IntN(3) {
 		case 0:
-			tab.put(p, step)
+			tab.Put(p, step)
 			want[p] = step
 		case 1:
-			tab.del(p)
+			tab.Delete(p)
 			delete(want, p)
 		}
-		got, ok := tab.get(p)
+		got, ok := tab.Get(p)
 		w, wok := want[p]
-		if got != w || ok != wok || tab.at(p) != w {
+		if got != w || ok != wok || tab.At(p) != w {
 			t.Fatalf("step %d: process %d is (%d, %v), want (%d, %v)", step, p, got, ok, w, wok)
 		}
-		if tab.len() != len(want) {
-			t.Fatalf("step %d: len %d, want %d", step, tab.len(), len(want))
+		if tab.Len() != len(want) {
+			t.Fatalf("step %d: len %d, want %d", step, tab.Len(), len(want))
 		}
 	}
 	seen := map[int]int{}
 	last := -1
-	tab.each(func(p, v int) {
+	tab.Each(func(p, v int) {
 		if _, dup := seen[p]; dup {
 			t.Fatalf("each gave process %d twice", p)
 		}
-		if p >= 0 && p < denseProcs {
+		if p >= 0 && p < denseLimit {
 			if p <= last {
 				t.Fatalf("each gave dense process %d after %d", p, last)
 			}
