@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -29,7 +31,7 @@ type store struct {
 	keptPos    []int // positions of the events kept for good, increasing
 	kept       []history.Event
 	inflight   proctable.Table[*slot] // client process -> its invoke in flight
-	byPos      map[int]*slot          // the same, by position
+	byPos      []*slot                // the same, by increasing position
 	free       []*slot                // slots to reuse
 	lineShifts []lineShift            // where lines stop being position+1 (blank lines); empty for most files
 }
@@ -46,7 +48,7 @@ type lineShift struct{ pos, add int }
 func sliceStore(l *history.Log) *store { return &store{all: l.Events, log: l, n: len(l.Events)} }
 
 func streamStore() *store {
-	return &store{byPos: map[int]*slot{}}
+	return &store{}
 }
 
 // at is event i, which must be one the store keeps (see store).
@@ -60,18 +62,23 @@ func (s *store) at(i int) *history.Event {
 	case i == s.n-2:
 		return &s.recent[s.cur^1]
 	}
-	// Most look-ups are of the current event's invoke in flight: found without hashing.
+	// Most look-ups are of the current event's invoke in flight: found without a search.
 	if sl, ok := s.inflight.Get(s.recent[s.cur].Process); ok && sl.pos == i {
 		return &sl.ev
 	}
-	if sl, ok := s.byPos[i]; ok {
-		return &sl.ev
+	if k, ok := s.slotAt(i); ok {
+		return &s.byPos[k].ev
 	}
 	k := sort.SearchInts(s.keptPos, i)
 	if k == len(s.keptPos) || s.keptPos[k] != i {
 		panic("checker: event no longer kept") // a look-up the retention rules above do not cover
 	}
 	return &s.kept[k]
+}
+
+// slotAt is where the in-flight invoke at position i is in byPos.
+func (s *store) slotAt(i int) (int, bool) {
+	return slices.BinarySearchFunc(s.byPos, i, func(sl *slot, i int) int { return cmp.Compare(sl.pos, i) })
 }
 
 // line is the 1-based line of event i in the file.
@@ -134,12 +141,15 @@ func (s *store) settle() {
 		}
 		sl.pos, sl.ev = i, *e
 		s.inflight.Put(e.Process, sl)
-		s.byPos[i] = sl
+		s.byPos = append(s.byPos, sl) // i is the largest position yet: the order holds
 		return
 	}
 	if sl, ok := s.inflight.Get(e.Process); ok {
 		s.inflight.Delete(e.Process)
-		delete(s.byPos, sl.pos)
+		// Mostly one of the latest invokes: the few slots after it move down.
+		if k, ok := s.slotAt(sl.pos); ok {
+			s.byPos = slices.Delete(s.byPos, k, k+1)
+		}
 		s.free = append(s.free, sl)
 	}
 }
