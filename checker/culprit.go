@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // Culprit kinds, as Culprit.Kind names them.
@@ -114,7 +115,8 @@ type culprits struct {
 	kept     []Culprit
 	// lastInfo is, per process, its latest acquire that timed out (info); priorInfo, per grant
 	// (process, completion), the invoke of such an acquire of the same key before it.
-	lastInfo  map[int]keyTime
+	lastInfo  proctable.Table[keyTime]
+	lastKey   lastKey[keyTrack]
 	priorInfo map[[2]int64]int64
 	// nearExtends counts extends sent in the last tenth of their lease's validity or after it.
 	nearExtends int
@@ -130,7 +132,7 @@ type keyTime struct {
 }
 
 func newCulprits(st *store) *culprits {
-	return &culprits{st: st, keys: map[string]*keyTrack{}, lastInfo: map[int]keyTime{}, priorInfo: map[[2]int64]int64{}}
+	return &culprits{st: st, keys: map[string]*keyTrack{}, priorInfo: map[[2]int64]int64{}}
 }
 
 // plan reads the TTL from the run's plan, on the first event (kept for good by a streaming store).
@@ -145,11 +147,15 @@ func (c *culprits) plan() {
 }
 
 func (c *culprits) key(k string) *keyTrack {
+	if t := c.lastKey.find(k); t != nil {
+		return t
+	}
 	t := c.keys[k]
 	if t == nil {
 		t = &keyTrack{last: -1}
 		c.keys[k] = t
 	}
+	c.lastKey.keep(k, t)
 	return t
 }
 
@@ -169,7 +175,7 @@ func (c *culprits) acquired(p *parsed, key string, inv, e *history.Event) {
 	case history.Info:
 		// Its key may land late and last a lease: until when nobody can say without a TTL.
 		t.stray = max(t.stray, c.after(e.Time))
-		c.lastInfo[e.Process] = keyTime{key, inv.Time}
+		c.lastInfo.Put(e.Process, keyTime{key, inv.Time})
 	case history.Fail:
 		// A refusal by a lock of one node set nothing; one by a lock of several may have set the
 		// key on some nodes and undone it, and an error may have left it there.
@@ -184,7 +190,7 @@ func (c *culprits) acquired(p *parsed, key string, inv, e *history.Event) {
 			c.refused(p, t, key, inv, e)
 		}
 	case history.OK:
-		if li, ok := c.lastInfo[e.Process]; ok && li.key == key {
+		if li, ok := c.lastInfo.Get(e.Process); ok && li.key == key {
 			c.priorInfo[[2]int64{int64(e.Process), e.Time}] = li.inv
 		}
 	}

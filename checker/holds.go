@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // hold is one grant as the pipeline keeps it: a HoldInfo (see info) in 128 bytes rather than 200,
@@ -208,29 +209,31 @@ func parse(events []history.Event) *parsed {
 type parser struct {
 	st          *store
 	p           *parsed
-	inflight    map[int]int      // process -> index of its in-flight invoke
-	open        map[int][]int32  // process -> holds with no release invoked yet
-	recent      map[int][]int32  // process -> its latest holds, for work events
-	nemInflight map[string][]int // nemesis F -> invokes waiting for completion
+	inflight    proctable.Table[int]     // process -> index of its in-flight invoke
+	open        proctable.Table[[]int32] // process -> holds with no release invoked yet
+	recent      proctable.Table[[]int32] // process -> its latest holds, for work events
+	nemInflight map[string][]int         // nemesis F -> invokes waiting for completion
 	byKey       map[string]*Counts
-	processes   map[int]struct{}
+	processes   proctable.Table[struct{}]
 
 	expired, noDeadline, strayRelease, strayWork int
 	// foreign marks processes whose release in flight named no hold of theirs.
-	foreign map[int]bool
+	foreign proctable.Table[bool]
 	// levels are the reentrant levels each process entered and has not left.
 	levels levelBook[int32]
 	// extras are the holds' shared extras, by their nodes, and the last one given (see extraFor).
 	extras    map[string]*holdExtra
 	lastExtra *holdExtra
+	// lastCounts and lastLive remember the last key's entries of byKey and p.live.
+	lastCounts lastKey[Counts]
+	lastLive   lastKey[keyLive]
 }
 
 func newParser(st *store) *parser {
 	return &parser{
 		st: st, p: &parsed{expired: map[string]int{}, pairOf: map[int]int{}, cul: newCulprits(st)},
-		inflight: map[int]int{}, open: map[int][]int32{}, recent: map[int][]int32{},
-		nemInflight: map[string][]int{}, byKey: map[string]*Counts{}, processes: map[int]struct{}{},
-		foreign: map[int]bool{}, levels: levelBook[int32]{}, extras: map[string]*holdExtra{},
+		nemInflight: map[string][]int{}, byKey: map[string]*Counts{},
+		levels: levelBook[int32]{}, extras: map[string]*holdExtra{},
 	}
 }
 
@@ -254,18 +257,22 @@ func (pr *parser) extraFor(nodes []string) *holdExtra {
 }
 
 func (pr *parser) keyCounts(k string) *Counts {
+	if c := pr.lastCounts.find(k); c != nil {
+		return c
+	}
 	c := pr.byKey[k]
 	if c == nil {
 		c = &Counts{}
 		pr.byKey[k] = c
 	}
+	pr.lastCounts.keep(k, c)
 	return c
 }
 
 // event parses event i.
 func (pr *parser) event(i int) {
 	p, st := pr.p, pr.st
-	inflight, open, recent, nemInflight := pr.inflight, pr.open, pr.recent, pr.nemInflight
+	inflight, open, recent, nemInflight := &pr.inflight, &pr.open, &pr.recent, pr.nemInflight
 	e := st.at(i)
 	if i == 0 || e.Time < p.first {
 		p.first = e.Time
@@ -298,14 +305,14 @@ func (pr *parser) event(i int) {
 	if e.Process == history.HarnessProcess {
 		return // the run, and the final counter values that belong to the resource check
 	}
-	pr.processes[e.Process] = struct{}{}
+	pr.processes.Put(e.Process, struct{}{})
 	if e.F == history.FRenewed || e.F == history.FLost {
 		pr.leaseNews(e)
 		return
 	}
 
 	if e.Type == history.Invoke {
-		inflight[e.Process] = i
+		inflight.Put(e.Process, i)
 		p.cul.invoked(e)
 		if e.F == history.FRelease && e.Depth > 0 && pr.leftLevel(e) {
 			return
@@ -313,21 +320,21 @@ func (pr *parser) event(i int) {
 		if e.F == history.FRelease {
 			// The release's invoke ends the hold whatever its outcome: the client has left
 			// its critical section.
-			hs := open[e.Process]
+			hs := open.At(e.Process)
 			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
 				releaseHold(&p.holds[hs[j]], e.Time)
-				open[e.Process] = append(hs[:j], hs[j+1:]...)
+				open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			} else {
 				pr.strayRelease++
-				pr.foreign[e.Process] = true
+				pr.foreign.Put(e.Process, true)
 			}
 		}
 		return
 	}
 
-	j := inflight[e.Process]
+	j := inflight.At(e.Process)
 	inv := st.at(j)
-	delete(inflight, e.Process)
+	inflight.Delete(e.Process)
 
 	switch e.F {
 	case history.FAcquire:
@@ -369,9 +376,9 @@ func (pr *parser) event(i int) {
 			pr.levels.enter(e.Process, id, e.Depth)
 		}
 	case history.FRelease, history.FExtend:
-		p.cul.leaseOp(p, recent[e.Process], inv, e)
+		p.cul.leaseOp(p, recent.At(e.Process), inv, e)
 		late := len(p.lateExtends)
-		p.leaseEvent(recent[e.Process], inv, e)
+		p.leaseEvent(recent.At(e.Process), inv, e)
 		if len(p.lateExtends) > late {
 			pr.revive(&p.lateExtends[late])
 		}
@@ -386,7 +393,7 @@ func (pr *parser) event(i int) {
 		if e.Type == history.Info {
 			at = inv.Time
 		}
-		r := recent[e.Process]
+		r := recent.At(e.Process)
 		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
 			h := &p.holds[r[k]]
 			h.WorkEnd = max(h.WorkEnd, at)
@@ -404,7 +411,7 @@ func (pr *parser) event(i int) {
 		if value == "" {
 			value = e.Value
 		}
-		r := recent[e.Process]
+		r := recent.At(e.Process)
 		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
 			h := &p.holds[r[k]]
 			h.WorkEnd = max(h.WorkEnd, e.Time)
@@ -417,10 +424,10 @@ func (pr *parser) event(i int) {
 // foreignUnlock counts the completion of a release that named no hold of its process: refused as
 // not the owner's, as a lock must; accepted, it may have freed another client's lock.
 func (pr *parser) foreignUnlock(e *history.Event) {
-	if !pr.foreign[e.Process] && e.Reason != history.ReasonNotOwner {
+	if !pr.foreign.At(e.Process) && e.Reason != history.ReasonNotOwner {
 		return
 	}
-	delete(pr.foreign, e.Process)
+	pr.foreign.Delete(e.Process)
 	switch {
 	case e.Reason == history.ReasonNotOwner:
 		pr.p.stats.ForeignUnlocks.Refused++
@@ -441,7 +448,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 		if !ok {
 			continue
 		}
-		for _, id := range pr.open[pid] {
+		for _, id := range pr.open.At(pid) {
 			h := &pr.p.holds[id]
 			if h.dead || h.End <= at {
 				continue
@@ -449,7 +456,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 			h.End, h.EndedBy = max(at, h.Start), endCrash
 			h.Deadline = min(h.Deadline, h.End)
 		}
-		delete(pr.open, pid)
+		pr.open.Delete(pid)
 		delete(pr.levels, pid)
 	}
 }
@@ -470,14 +477,14 @@ func (pr *parser) grant(h hold) int32 {
 	id := int32(len(p.holds))
 	p.holds = append(p.holds, h)
 	p.cul.granted(p, id)
-	op := pr.open[h.Process]
+	op := pr.open.At(h.Process)
 	op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
-	pr.open[h.Process] = append(op, id)
-	r := append(pr.recent[h.Process], id)
+	pr.open.Put(h.Process, append(op, id))
+	r := append(pr.recent.At(h.Process), id)
 	if len(r) > recentHolds {
 		r = r[len(r)-recentHolds:]
 	}
-	pr.recent[h.Process] = r
+	pr.recent.Put(h.Process, r)
 	return id
 }
 
@@ -488,7 +495,7 @@ func (pr *parser) grant(h hold) int32 {
 // entered under the old hold carry over to the new one.
 func (pr *parser) revive(l *LateExtend) {
 	p := pr.p
-	r := pr.recent[l.Process]
+	r := pr.recent.At(l.Process)
 	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
 	dl := effectiveDeadline(l.NewDeadline)
 	h := hold{key: l.Key, Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}
@@ -521,7 +528,7 @@ func (pr *parser) revive(l *LateExtend) {
 // deadline, an early lease loss; a lease with no deadline promised only that news).
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
-	r := pr.recent[e.Process]
+	r := pr.recent.At(e.Process)
 	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, e.Key, e.Value)
 	if e.F == history.FRenewed {
 		p.stats.Renewals++
@@ -559,7 +566,7 @@ func (pr *parser) leaseNews(e *history.Event) {
 // lease (see continued): legal, and no new hold. It reports false when that hold had ended or
 // there was none, so that the acquire is judged as a hold of its own.
 func (pr *parser) reentered(e *history.Event, key string) bool {
-	hs := pr.open[e.Process]
+	hs := pr.open.At(e.Process)
 	j := continued(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e)
 	if j < 0 {
 		return false
@@ -574,7 +581,7 @@ func (pr *parser) reentered(e *history.Event, key string) bool {
 // lease was lost at 2.000s".
 func (pr *parser) lateReentry(e *history.Event, key string) string {
 	pr.p.stats.LateReentries++
-	r := pr.recent[e.Process]
+	r := pr.recent.At(e.Process)
 	k := findLease(len(r), func(k int) *hold { return &pr.p.holds[r[k]] }, key, e.Value)
 	if k < 0 {
 		return fmt.Sprintf("re-entered at %s (depth %d) holding no earlier lease of the key", FormatTime(e.Time), e.Depth)
@@ -596,11 +603,11 @@ func (pr *parser) leftLevel(e *history.Event) bool {
 	if !last {
 		return true // an inner level: the hold goes on
 	}
-	hs := pr.open[e.Process]
+	hs := pr.open.At(e.Process)
 	for j, o := range hs {
 		if o == id {
 			releaseHold(&p.holds[id], e.Time)
-			pr.open[e.Process] = append(hs[:j], hs[j+1:]...)
+			pr.open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			break
 		}
 	}
@@ -610,11 +617,11 @@ func (pr *parser) leftLevel(e *history.Event) bool {
 // finish completes step 1 once every event has been seen.
 func (pr *parser) finish() *parsed {
 	p, st := pr.p, pr.st
-	inflight, nemInflight, byKey, keyCounts := pr.inflight, pr.nemInflight, pr.byKey, pr.keyCounts
+	nemInflight, byKey, keyCounts := pr.nemInflight, pr.byKey, pr.keyCounts
 	expired, noDeadline, strayRelease, strayWork := pr.expired, pr.noDeadline, pr.strayRelease, pr.strayWork
 	// Invocations the history ended on are indeterminate, like info, but have no latency.
 	var pendingClient int
-	for _, j := range inflight {
+	pr.inflight.Each(func(_, j int) {
 		e := st.at(j)
 		pendingClient++
 		switch e.F {
@@ -626,7 +633,7 @@ func (pr *parser) finish() *parsed {
 		case history.FExtend:
 			p.stats.Extends.Pending++
 		}
-	}
+	})
 	var pendingNemesis int
 	for _, q := range nemInflight {
 		for _, j := range q {
@@ -641,7 +648,7 @@ func (pr *parser) finish() *parsed {
 	for k, c := range byKey {
 		p.stats.AcquiresByKey[k] = *c
 	}
-	p.stats.Processes = len(pr.processes)
+	p.stats.Processes = pr.processes.Len()
 	p.stats.Holds = len(p.holds) - expired
 	p.stats.ExpiredOnArrival = expired
 	p.stats.Duration = p.last - p.first

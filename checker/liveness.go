@@ -66,10 +66,13 @@ func (pr *parser) acquired(key string, e *history.Event) {
 	if pr.p.live == nil {
 		pr.p.live = map[string]*keyLive{}
 	}
-	kl := pr.p.live[key]
+	kl := pr.lastLive.find(key)
 	if kl == nil {
-		kl = &keyLive{lastGrant: -1, lastMaybe: -1}
-		pr.p.live[key] = kl
+		if kl = pr.p.live[key]; kl == nil {
+			kl = &keyLive{lastGrant: -1, lastMaybe: -1}
+			pr.p.live[key] = kl
+		}
+		pr.lastLive.keep(key, kl)
 	}
 	switch e.Type {
 	case history.OK:

@@ -1,9 +1,12 @@
 package checker
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // store is the history as the checker's steps look events up by position. Given the whole history
@@ -20,14 +23,17 @@ type store struct {
 	all []history.Event // the whole history, or nil when streaming
 	log *history.Log    // its lines, with all
 
-	n          int // events seen
-	cur, prev  history.Event
+	n int // events seen
+	// recent are the current and the previous event, recent[cur] the current: a push overwrites
+	// the older in place rather than copying the current event down.
+	recent     [2]history.Event
+	cur        int
 	keptPos    []int // positions of the events kept for good, increasing
 	kept       []history.Event
-	inflight   map[int]*slot // client process -> its invoke in flight
-	byPos      map[int]*slot // the same, by position
-	free       []*slot       // slots to reuse
-	lineShifts []lineShift   // where lines stop being position+1 (blank lines); empty for most files
+	inflight   proctable.Table[*slot] // client process -> its invoke in flight
+	byPos      []*slot                // the same, by increasing position
+	free       []*slot                // slots to reuse
+	lineShifts []lineShift            // where lines stop being position+1 (blank lines); empty for most files
 }
 
 // slot holds a client invoke while it is in flight.
@@ -42,7 +48,7 @@ type lineShift struct{ pos, add int }
 func sliceStore(l *history.Log) *store { return &store{all: l.Events, log: l, n: len(l.Events)} }
 
 func streamStore() *store {
-	return &store{inflight: map[int]*slot{}, byPos: map[int]*slot{}}
+	return &store{}
 }
 
 // at is event i, which must be one the store keeps (see store).
@@ -52,18 +58,27 @@ func (s *store) at(i int) *history.Event {
 	}
 	switch {
 	case i == s.n-1:
-		return &s.cur
+		return &s.recent[s.cur]
 	case i == s.n-2:
-		return &s.prev
+		return &s.recent[s.cur^1]
 	}
-	if sl, ok := s.byPos[i]; ok {
+	// Most look-ups are of the current event's invoke in flight: found without a search.
+	if sl, ok := s.inflight.Get(s.recent[s.cur].Process); ok && sl.pos == i {
 		return &sl.ev
+	}
+	if k, ok := s.slotAt(i); ok {
+		return &s.byPos[k].ev
 	}
 	k := sort.SearchInts(s.keptPos, i)
 	if k == len(s.keptPos) || s.keptPos[k] != i {
 		panic("checker: event no longer kept") // a look-up the retention rules above do not cover
 	}
 	return &s.kept[k]
+}
+
+// slotAt is where the in-flight invoke at position i is in byPos.
+func (s *store) slotAt(i int) (int, bool) {
+	return slices.BinarySearchFunc(s.byPos, i, func(sl *slot, i int) int { return cmp.Compare(sl.pos, i) })
 }
 
 // line is the 1-based line of event i in the file.
@@ -91,8 +106,8 @@ func (s *store) last() *history.Event {
 
 // push makes e, on the given line, the next event.
 func (s *store) push(e *history.Event, line int) {
-	s.prev = s.cur
-	s.cur = *e
+	s.cur ^= 1
+	s.recent[s.cur] = *e
 	if add := line - s.n - 1; add != s.lastAdd() {
 		s.lineShifts = append(s.lineShifts, lineShift{pos: s.n, add: add})
 	}
@@ -108,7 +123,7 @@ func (s *store) lastAdd() int {
 
 // settle decides, once validate and parse have seen the current event, whether it is kept.
 func (s *store) settle() {
-	i, e := s.n-1, &s.cur
+	i, e := s.n-1, &s.recent[s.cur]
 	if i == 0 || keptForGood(e) {
 		s.keptPos = append(s.keptPos, i)
 		s.kept = append(s.kept, *e)
@@ -125,12 +140,16 @@ func (s *store) settle() {
 			sl = &slot{}
 		}
 		sl.pos, sl.ev = i, *e
-		s.inflight[e.Process], s.byPos[i] = sl, sl
+		s.inflight.Put(e.Process, sl)
+		s.byPos = append(s.byPos, sl) // i is the largest position yet: the order holds
 		return
 	}
-	if sl, ok := s.inflight[e.Process]; ok {
-		delete(s.inflight, e.Process)
-		delete(s.byPos, sl.pos)
+	if sl, ok := s.inflight.Get(e.Process); ok {
+		s.inflight.Delete(e.Process)
+		// Mostly one of the latest invokes: the few slots after it move down.
+		if k, ok := s.slotAt(sl.pos); ok {
+			s.byPos = slices.Delete(s.byPos, k, k+1)
+		}
 		s.free = append(s.free, sl)
 	}
 }

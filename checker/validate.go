@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // ValidationError is a history that breaks an assumption the checker rests on. No verdict is given
@@ -66,11 +67,9 @@ func validate(l *history.Log) (runInfo, error) {
 // newValidator returns a validator of the events of st; event(i) checks event i, in order.
 func newValidator(st *store) *validator {
 	return &validator{
-		st:       st,
-		run:      runInfo{start: -1, end: -1},
-		lastOf:   map[int]lastEvent{},
-		inflight: map[int]int{},
-		final:    -1,
+		st:    st,
+		run:   runInfo{start: -1, end: -1},
+		final: -1,
 	}
 }
 
@@ -83,11 +82,11 @@ type lastEvent struct {
 type validator struct {
 	st       *store
 	run      runInfo
-	keys     map[string]bool   // the plan's keys, nil without a plan that names them
-	lastOf   map[int]lastEvent // process -> its latest event
-	inflight map[int]int       // client process -> position of its in-flight invoke
-	nemesis  []int             // positions of nemesis invokes not yet completed, oldest first
-	final    int               // position of the harness's in-flight final read, -1 if none
+	keys     map[string]bool            // the plan's keys, nil without a plan that names them
+	lastOf   proctable.Table[lastEvent] // process -> its latest event
+	inflight proctable.Table[int]       // client process -> position of its in-flight invoke
+	nemesis  []int                      // positions of nemesis invokes not yet completed, oldest first
+	final    int                        // position of the harness's in-flight final read, -1 if none
 	depths   map[depthKey]*depthState
 }
 
@@ -127,7 +126,7 @@ func (v *validator) event(i int) error {
 	if err == nil {
 		err = v.roles(i)
 	}
-	v.lastOf[e.Process] = lastEvent{i, e.Time}
+	v.lastOf.Put(e.Process, lastEvent{i, e.Time})
 	return err
 }
 
@@ -154,7 +153,7 @@ func (v *validator) order(i int) error {
 	if e.Time >= p.Time {
 		return nil
 	}
-	if j, ok := v.lastOf[e.Process]; ok && e.Time < j.time {
+	if j, ok := v.lastOf.Get(e.Process); ok && e.Time < j.time {
 		return v.fail(i, "process %d's event at %s is before its previous event at %s on line %d: a process's events must be in time order",
 			e.Process, span(e.Time), span(j.time), v.line(j.pos))
 	}
@@ -182,17 +181,17 @@ func (v *validator) client(i int) error {
 		return v.fail(i, "process %d: unknown operation %q: client operations are acquire, release, extend, work, read and write", e.Process, e.F)
 	}
 	if e.Type == history.Invoke {
-		if j, busy := v.inflight[e.Process]; busy {
+		if j, busy := v.inflight.Get(e.Process); busy {
 			return v.fail(i, "process %d invoked %s while its %s of line %d was still in flight: a process does one operation at a time",
 				e.Process, e.F, v.st.at(j).F, v.line(j))
 		}
-		v.inflight[e.Process] = i
+		v.inflight.Put(e.Process, i)
 		if e.F == history.FAcquire && v.keys != nil && !v.keys[e.Key] {
 			return v.fail(i, "process %d acquires key %q, which is not among the plan's keys %q", e.Process, e.Key, v.run.plan.Keys)
 		}
 		return v.depthInvoke(i)
 	}
-	j, ok := v.inflight[e.Process]
+	j, ok := v.inflight.Get(e.Process)
 	if !ok {
 		return v.fail(i, "process %d completed %s (%s) with no operation in flight: a completion follows its invoke", e.Process, e.F, e.Type)
 	}
@@ -200,7 +199,7 @@ func (v *validator) client(i int) error {
 	if inv.F != e.F {
 		return v.fail(i, "process %d completed %s but its operation in flight is the %s of line %d", e.Process, e.F, inv.F, v.line(j))
 	}
-	delete(v.inflight, e.Process)
+	v.inflight.Delete(e.Process)
 	if err := v.depthDone(i, j); err != nil {
 		return err
 	}

@@ -20,6 +20,9 @@ type decoder struct {
 	// Most strings of a history repeat (operation names, keys, error texts); sharing one copy of
 	// each keeps a history of millions of events to a fraction of the memory and allocations.
 	seen map[string]string
+	// recent holds the strings seen lately, by a cheap hash of their bytes: a line's few strings
+	// are nearly always among them, found with one comparison instead of a map's hash and probe.
+	recent [64]string
 	// nodes is the last list of nodes decoded: consecutive grants by the same nodes share it.
 	nodes   []string
 	scratch []string
@@ -56,13 +59,22 @@ func (d *decoder) intern(s *string) {
 
 // internBytes is intern for a string still in the line's bytes: a hit costs no allocation.
 func (d *decoder) internBytes(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	slot := &d.recent[(uint(len(b))*7+uint(b[0])*31+uint(b[len(b)-1]))%uint(len(d.recent))]
+	if *slot == string(b) {
+		return *slot
+	}
 	if v, ok := d.seen[string(b)]; ok {
+		*slot = v
 		return v
 	}
 	s := string(b)
 	if len(d.seen) < 1<<16 {
 		d.seen[s] = s
 	}
+	*slot = s
 	return s
 }
 
@@ -78,7 +90,7 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 	}
 	var set uint32 // fields seen: a repeated one goes to encoding/json
 	for {
-		key, j, ok := plainString(b, i)
+		key, j, ok := fieldName(b, i)
 		if !ok {
 			return false
 		}
@@ -251,11 +263,29 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 		return nil, i, false
 	}
 	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
+		c := b[j]
+		if c-0x20 < 0x60 && c != '"' && c != '\\' {
+			continue // printable ASCII: the common case, one comparison
+		}
+		if c == '"' {
 			return b[i+1 : j], j + 1, true
-		case c == '\\' || c < 0x20 || c >= 0x80:
-			return nil, i, false
+		}
+		return nil, i, false
+	}
+	return nil, i, false
+}
+
+// fieldName reads a field name at i: the bytes up to the next quote, and the position after it.
+// Unlike plainString it does not check them, because only a name equal to one of the event's
+// (all plain ASCII) is taken; an escape, or anything else, is no such name and goes to
+// encoding/json.
+func fieldName(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		if b[j] == '"' {
+			return b[i+1 : j], j + 1, true
 		}
 	}
 	return nil, i, false

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -25,6 +26,8 @@ func FuzzDecode(f *testing.F) {
 		`{"index":1.0}`, `{"index":1e3}`, `{"index":01}`, `{"index":99999999999999999999}`,
 		`{"Index":1}`, `{"index":1,"index":2}`, `{"nodes":null}`, `{"value":"a\"b"}`, `{"value":"é"}`,
 		`{"dedline":5}`, `{"index":0} {"index":1}`, `[1,2]`, `{"index":0`, `{}`, `null`, "",
+		`{"ind\u0065x":1}`, `{"index\"":1}`, `{"in\"dex":1}`, "{\"f\":\"a\x7fb\"}", "{\"f\":\"a\x1fb\"}",
+		"{\"f\":\"a\x80b\"}", "{\"ind\xe9x\":1}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -88,6 +91,25 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		if s.Err() != nil {
 			b.Fatal(s.Err())
+		}
+	}
+}
+
+// Strings that share a slot of the decoder's cache (same length, first and last byte) still decode
+// to their own values, line after line.
+func TestDecodeCacheKeepsCollidingStringsApart(t *testing.T) {
+	keys := []string{"kab", "kzb", "kab", "k-b", "kzb", "kab"}
+	var buf bytes.Buffer
+	for i, k := range keys {
+		fmt.Fprintf(&buf, `{"index":%d,"type":"invoke","process":0,"f":"acquire","key":%q,"error":%q}`+"\n", i, k, k[1:])
+	}
+	l, err := ReadLog(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range l.Events {
+		if e.Key != keys[i] || e.Error != keys[i][1:] {
+			t.Fatalf("line %d: key %q error %q, want %q and %q", i+1, e.Key, e.Error, keys[i], keys[i][1:])
 		}
 	}
 }

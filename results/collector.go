@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockpick-dev/lockpick/checker"
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // collector builds a runData one event at a time. It pairs invokes with completions, and ok
@@ -23,8 +24,8 @@ type collector struct {
 	maxPid   int
 	seq      int64 // acquires invoked so far
 	inflight inflightSet
-	open     map[int][]*openHold // pid -> ok acquires whose hold has not ended
-	writeInv map[int]int         // pid -> index into writes
+	open     proctable.Table[[]*openHold] // pid -> ok acquires whose hold has not ended
+	writeInv proctable.Table[int]         // pid -> index into writes
 	// nodeFirst orders the nodes that granted leases by the first acquire (in invoke order) and
 	// place in its list that named them, as a pass over the acquires in order would meet them.
 	nodeFirst map[string][2]int64
@@ -55,8 +56,8 @@ type openHold struct {
 
 func newCollector(meta runMeta) *collector {
 	d := &runData{meta: meta, offsets: map[string][]offsetPoint{}, tl: newTLBuilder(), lat: newLatencyData()}
-	return &collector{d: d, fixed: meta.Clients, inflight: newInflightSet(meta.Clients), open: map[int][]*openHold{},
-		writeInv: map[int]int{}, nodeFirst: map[string][2]int64{}, nodeLists: map[string][]string{}}
+	return &collector{d: d, fixed: meta.Clients, inflight: newInflightSet(meta.Clients),
+		nodeFirst: map[string][2]int64{}, nodeLists: map[string][]string{}}
 }
 
 // slotOf is the slot of process pid: its configured client, or its own lane without a configuration.
@@ -90,11 +91,11 @@ func (c *collector) event(e *history.Event) {
 		c.endHold(e)
 	case e.F == history.FWrite && e.Type == history.Invoke:
 		v, _ := strconv.ParseInt(e.Value, 10, 64)
-		c.writeInv[e.Process] = len(d.writes)
+		c.writeInv.Put(e.Process, len(d.writes))
 		d.writes = append(d.writes, write{pid: e.Process, slot: c.slotOf(e.Process), key: e.Key, value: v, inv: e.Time, comp: -1})
 	case e.F == history.FWrite:
-		if i, ok := c.writeInv[e.Process]; ok {
-			delete(c.writeInv, e.Process)
+		if i, ok := c.writeInv.Get(e.Process); ok {
+			c.writeInv.Delete(e.Process)
 			d.writes[i].comp, d.writes[i].accepted = e.Time, e.Type == history.OK
 		}
 	}
@@ -156,7 +157,7 @@ func (c *collector) granted(a inflightAcq, e *history.Event) {
 		h.hold = len(c.d.holds)
 		c.d.holds = append(c.d.holds, okHold{pid: a.pid, key: a.key, inv: a.inv, comp: e.Time, holdEnd: e.Time, nodes: c.nodeList(e.Nodes)})
 	}
-	c.open[a.pid] = append(c.open[a.pid], h)
+	c.open.Put(a.pid, append(c.open.At(a.pid), h))
 }
 
 func cmpPos(a, b [2]int64) int {
@@ -168,7 +169,7 @@ func cmpPos(a, b [2]int64) int {
 
 // endHold ends the latest open hold of the process that the release names.
 func (c *collector) endHold(e *history.Event) {
-	hs := c.open[e.Process]
+	hs := c.open.At(e.Process)
 	for j := len(hs) - 1; j >= 0; j-- {
 		h := hs[j]
 		if (e.Key != "" && e.Key != h.key) || (e.Value != "" && h.value != "" && e.Value != h.value) {
@@ -181,9 +182,9 @@ func (c *collector) endHold(e *history.Event) {
 		c.ended(h, max(end, h.comp), by)
 		hs = append(hs[:j], hs[j+1:]...)
 		if len(hs) == 0 {
-			delete(c.open, e.Process)
+			c.open.Delete(e.Process)
 		} else {
-			c.open[e.Process] = hs
+			c.open.Put(e.Process, hs)
 		}
 		return
 	}
@@ -207,7 +208,7 @@ func (c *collector) finish(res *checker.Result) *runData {
 	for _, a := range c.inflight.sorted() {
 		d.tl.info(a.slot, a.inv, d.end, true, a.pid)
 	}
-	for _, hs := range c.open {
+	c.open.Each(func(_ int, hs []*openHold) {
 		for _, h := range hs {
 			end, by := min(h.deadline, d.end), endOpen
 			if h.deadline <= d.end {
@@ -215,7 +216,7 @@ func (c *collector) finish(res *checker.Result) *runData {
 			}
 			c.ended(h, end, by)
 		}
-	}
+	})
 	leaseNodes := make([]string, 0, len(c.nodeFirst))
 	for n := range c.nodeFirst {
 		leaseNodes = append(leaseNodes, n)
@@ -230,11 +231,11 @@ func (c *collector) finish(res *checker.Result) *runData {
 // worker asks one thing at a time), in a map otherwise and for any other.
 type inflightSet struct {
 	bySlot []inflightAcq
-	other  map[int]inflightAcq
+	other  proctable.Table[inflightAcq]
 }
 
 func newInflightSet(clients int) inflightSet {
-	return inflightSet{bySlot: make([]inflightAcq, max(clients, 0)), other: map[int]inflightAcq{}}
+	return inflightSet{bySlot: make([]inflightAcq, max(clients, 0))}
 }
 
 func (s *inflightSet) put(a inflightAcq) {
@@ -242,12 +243,12 @@ func (s *inflightSet) put(a inflightAcq) {
 		s.bySlot[a.slot] = a
 		return
 	}
-	s.other[a.pid] = a
+	s.other.Put(a.pid, a)
 }
 
 func (s *inflightSet) take(pid, slot int) (inflightAcq, bool) {
-	if a, ok := s.other[pid]; ok {
-		delete(s.other, pid)
+	if a, ok := s.other.Get(pid); ok {
+		s.other.Delete(pid)
 		return a, true
 	}
 	if slot < len(s.bySlot) && s.bySlot[slot].live && s.bySlot[slot].pid == pid {
@@ -260,15 +261,13 @@ func (s *inflightSet) take(pid, slot int) (inflightAcq, bool) {
 
 // sorted lists the acquires in flight in the order they were invoked.
 func (s *inflightSet) sorted() []inflightAcq {
-	out := make([]inflightAcq, 0, len(s.other))
+	out := make([]inflightAcq, 0, s.other.Len())
 	for _, a := range s.bySlot {
 		if a.live {
 			out = append(out, a)
 		}
 	}
-	for _, a := range s.other {
-		out = append(out, a)
-	}
+	s.other.Each(func(_ int, a inflightAcq) { out = append(out, a) })
 	slices.SortFunc(out, func(a, b inflightAcq) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
