@@ -147,16 +147,7 @@ func (c *culprits) plan() {
 }
 
 func (c *culprits) key(k string) *keyTrack {
-	if t := c.lastKey.find(k); t != nil {
-		return t
-	}
-	t := c.keys[k]
-	if t == nil {
-		t = &keyTrack{last: -1}
-		c.keys[k] = t
-	}
-	c.lastKey.keep(k, t)
-	return t
+	return c.lastKey.get(c.keys, k, func() *keyTrack { return &keyTrack{last: -1} })
 }
 
 // invoked sees a client invoke.

@@ -257,16 +257,7 @@ func (pr *parser) extraFor(nodes []string) *holdExtra {
 }
 
 func (pr *parser) keyCounts(k string) *Counts {
-	if c := pr.lastCounts.find(k); c != nil {
-		return c
-	}
-	c := pr.byKey[k]
-	if c == nil {
-		c = &Counts{}
-		pr.byKey[k] = c
-	}
-	pr.lastCounts.keep(k, c)
-	return c
+	return pr.lastCounts.get(pr.byKey, k, func() *Counts { return &Counts{} })
 }
 
 // event parses event i.

@@ -8,12 +8,17 @@ type lastKey[V any] struct {
 	v   *V
 }
 
-// find is the remembered state if key is the one remembered, nil otherwise.
-func (l *lastKey[V]) find(key string) *V {
+// get is key's state: the remembered one, else m's, else a new one from fresh added to m; the
+// state returned is remembered.
+func (l *lastKey[V]) get(m map[string]*V, key string, fresh func() *V) *V {
 	if l.v != nil && l.key == key {
 		return l.v
 	}
-	return nil
+	v := m[key]
+	if v == nil {
+		v = fresh()
+		m[key] = v
+	}
+	l.key, l.v = key, v
+	return v
 }
-
-func (l *lastKey[V]) keep(key string, v *V) { l.key, l.v = key, v }

@@ -66,14 +66,7 @@ func (pr *parser) acquired(key string, e *history.Event) {
 	if pr.p.live == nil {
 		pr.p.live = map[string]*keyLive{}
 	}
-	kl := pr.lastLive.find(key)
-	if kl == nil {
-		if kl = pr.p.live[key]; kl == nil {
-			kl = &keyLive{lastGrant: -1, lastMaybe: -1}
-			pr.p.live[key] = kl
-		}
-		pr.lastLive.keep(key, kl)
-	}
+	kl := pr.lastLive.get(pr.p.live, key, func() *keyLive { return &keyLive{lastGrant: -1, lastMaybe: -1} })
 	switch e.Type {
 	case history.OK:
 		kl.lastGrant, kl.refusals, kl.lastMaybe = e.Time, kl.refusals[:0], -1

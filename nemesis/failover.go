@@ -293,9 +293,9 @@ func (f *Failover) takeAway(ctx context.Context, op Op, p string) (Op, error) {
 // now at once; when none came, ok itself.
 func (f *Failover) freshLease(ctx context.Context, p string, ok func(held []systems.Lease) bool) func([]systems.Lease) bool {
 	now := func([]systems.Lease) bool { return true }
-	wait := min(f.Wait, f.Env.TTL) / 2
-	if f.promotes {
-		wait *= 2
+	wait := min(f.Wait, f.Env.TTL)
+	if !f.promotes {
+		wait /= 2
 	}
 	if f.Env.Holders != nil {
 		began := time.Now()

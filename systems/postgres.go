@@ -269,9 +269,10 @@ func (s *postgresSys) addClientLinks(node, addr string) error {
 
 // startBouncer declares and starts a PgBouncer node in front of the primary, pooling sessions or
 // transactions as its name says. It reaches the primary through a link of its own (its name is the
-// link's group), which a failover moves to the promoted replica as it moves the clients' paths. Transaction pooling gets a small pool (3 server
-// connections), so that clients share server sessions as they do in production; session pooling
-// one large enough for every client (a session is held while its client is connected).
+// link's group), which a failover moves to the promoted replica as it moves the clients' paths.
+// Transaction pooling gets a small pool (3 server connections), so that clients share server
+// sessions as they do in production; session pooling one large enough for every client (a session
+// is held while its client is connected).
 func (s *postgresSys) startBouncer(ctx context.Context, b *bed, n *Node, cred *syscall.Credential) error {
 	mode, pool := "session", 100
 	if n.Name == PgBouncerTransaction {

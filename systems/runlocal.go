@@ -130,7 +130,7 @@ func (h *localHost) kill(ctx context.Context, p proc, _ bool) error {
 		// memory: a start after the kill would find it in use. They are listed while their parent
 		// is stopped and alive (once it dies they belong to init, and a walk finds none of them).
 		syscall.Kill(lp.pid(), syscall.SIGSTOP)
-		children = append(childProcs(lp.pid()), groupProcs(lp.pid())...)
+		children = childOrGroupProcs(lp.pid())
 		for _, c := range children {
 			syscall.Kill(c.pid, syscall.SIGKILL)
 		}
@@ -218,38 +218,39 @@ func signalTree(pid int, sig syscall.Signal) error {
 	return nil
 }
 
-// groupProcs lists the living processes of process group pgid (a server's child that has not yet
-// left its parent's group is one), from /proc, with their start times.
-func groupProcs(pgid int) []procID {
-	var out []procID
-	for _, p := range procs() {
-		if f := procStat(p); len(f) > 19 && f[2] == strconv.Itoa(pgid) && !exited(f) {
-			out = append(out, procID{pid: p, start: f[19]})
-		}
-	}
-	return out
-}
-
 // LiveGroupMembers is the pids of process group pgid's members that have not exited: what a
 // killed node may not leave behind (a zombie has exited; its reaper is init).
 func LiveGroupMembers(pgid int) []int {
+	g := strconv.Itoa(pgid)
 	var pids []int
-	for _, p := range groupProcs(pgid) {
+	for _, p := range scanProcs(func(f []string) bool { return f[2] == g && !exited(f) }) {
 		pids = append(pids, p.pid)
 	}
 	return pids
 }
 
-// procs lists the pids in /proc.
-func procs() []int {
+// childOrGroupProcs lists, in one walk of /proc, the processes whose parent is pid and the living
+// members of its process group (a server's child that has not yet left its parent's group is one).
+func childOrGroupProcs(pid int) []procID {
+	id := strconv.Itoa(pid)
+	return scanProcs(func(f []string) bool { return f[1] == id || (f[2] == id && !exited(f)) })
+}
+
+// scanProcs lists the processes in /proc whose stat fields (see procStat) match, with their start
+// times.
+func scanProcs(match func(f []string) bool) []procID {
 	entries, _ := os.ReadDir("/proc")
-	var pids []int
+	var out []procID
 	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			pids = append(pids, pid)
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStat(pid); len(f) > 19 && match(f) {
+			out = append(out, procID{pid: pid, start: f[19]})
 		}
 	}
-	return pids
+	return out
 }
 
 // exited tells whether a process's stat fields are a zombie's or a dead process's.
@@ -263,14 +264,8 @@ type procID struct {
 
 // childProcs lists the processes whose parent is pid, from /proc, with their start times.
 func childProcs(pid int) []procID {
-	var out []procID
-	for _, child := range procs() {
-		f := procStat(child)
-		if len(f) > 19 && f[1] == strconv.Itoa(pid) {
-			out = append(out, procID{pid: child, start: f[19]})
-		}
-	}
-	return out
+	id := strconv.Itoa(pid)
+	return scanProcs(func(f []string) bool { return f[1] == id })
 }
 
 // procStat is /proc/PID/stat's fields after the command name (which is in parentheses and may hold
