@@ -41,6 +41,8 @@ const (
 	// HostClocks: lockpick can move the real clocks of the hosts the servers run on (--backend
 	// ssh, with --allow-host-clock).
 	HostClocks
+	// DiskStalls: lockpick can hold a server process's fsyncs (strace on this machine's processes).
+	DiskStalls
 
 	capabilityEnd
 )
@@ -50,10 +52,10 @@ const AllCapabilities = capabilityEnd - 1
 
 // nodeSide are the capabilities that act on the servers themselves; a fault that needs none of them
 // is client-side.
-const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion | Sessions | HostClocks
+const nodeSide = NodeProcesses | NodeSignals | NodeClocks | NetCuts | PeerCuts | PeerLatency | WriteHolds | Promotion | Sessions | HostClocks | DiskStalls
 
 // capabilityNames are the capabilities' names, in the order of their bits.
-const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks,session ends,host clocks"
+const capabilityNames = "promotion,node processes,node signals,node clocks,links,network cuts,peer cuts,peer latency,write holds,client processes,client clocks,session ends,host clocks,disk stalls"
 
 // Has reports whether c holds every capability of need.
 func (c Capability) Has(need Capability) bool { return c&need == need }

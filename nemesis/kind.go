@@ -73,6 +73,7 @@ func kinds() []Kind {
 		{Name: "partition", Does: "cuts network paths", Needs: Links, Params: partitionParams(), build: buildPartition},
 		{Name: "latency", Does: "slows network paths", Needs: Links, Params: latencyParams(), build: buildLatency},
 		{Name: "pause", Does: "pauses a server's process", Needs: NodeSignals, Params: pauseParams(), build: buildPause},
+		{Name: "disk-stall", Does: "holds a server's fsyncs", Needs: DiskStalls, Params: diskStallParams(), build: buildDiskStall},
 		{Name: "clock", Does: "moves a server's clock", Needs: NodeClocks, Params: clockParams(), build: buildClock},
 		{Name: "client-pause", Does: "pauses client processes", Needs: ClientProcesses, Params: clientPauseParams(), build: buildClientPause},
 		{Name: "client-crash", Does: "kills client processes", Needs: ClientProcesses, Params: clientCrashParams(), build: buildClientCrash},

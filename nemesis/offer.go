@@ -58,6 +58,10 @@ func staticOffer(system, backend string) Offer {
 	default:
 		o.lack(NetCuts, "--backend local nodes share the loopback interface", false)
 	}
+	if backend != systems.BackendLocal && backend != "" {
+		// strace attaches to a process of this machine; a container's or a host's is elsewhere.
+		o.lack(DiskStalls, "--backend "+backend+" servers are not processes lockpick can trace here", false)
+	}
 	if backend != systems.BackendSSH {
 		// Local nodes and containers run on this machine's kernel: its clock is the harness's.
 		o.lack(HostClocks, "--backend "+backend+" nodes share this machine's clock, which lockpick does not move", false)

@@ -42,6 +42,8 @@ command -v iptables >/dev/null 2>&1 || want+=(iptables)
 # The postgres system's server (Debian's PostgreSQL 15) and the pooler in front of it.
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || want+=(postgresql)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
+# The disk-stall nemesis holds a server's fsyncs with strace's fault injection.
+command -v strace >/dev/null 2>&1 || want+=(strace)
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 	want=()
 fi

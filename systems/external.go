@@ -97,6 +97,9 @@ func (b *external) Running(string) bool { return true }
 // Signal implements Backend: refused.
 func (b *external) Signal(node string, _ syscall.Signal) error { return b.refuse(node) }
 
+// Pid implements Backend: an external server is no process of lockpick's.
+func (b *external) Pid(string) int { return 0 }
+
 // ClockShim implements Backend: an external server's clock is its own.
 func (b *external) ClockShim() bool { return false }
 

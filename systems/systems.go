@@ -125,6 +125,9 @@ type Backend interface {
 	SetClockOffset(node string, offset time.Duration) error
 	// ClockOffset measures a node's offset against the harness clock.
 	ClockOffset(node string) (time.Duration, error)
+	// Pid is a running node's process id in its host (this machine's for --backend local), 0 when
+	// the node is down or not a process lockpick started.
+	Pid(node string) int
 }
 
 // Lease is a lease as the nodes hold it: the key, the value, and the nodes whose copy of the key
