@@ -31,6 +31,9 @@ func (c *Config) resolveBackend() error {
 	if err := c.offer.Check(c.faults); err != nil {
 		return err
 	}
+	if f, ok := c.faultNeeding(nemesis.DiskStalls); ok && systemTraits(c.System).Server == "redis-server" && c.Persistence != string(systems.PersistAOFAlways) {
+		return fmt.Errorf("--nemesis %s: redis-server waits for its disk only with --persistence aof-always (aof-everysec fsyncs in a background thread, none never fsyncs), so the stall would hold nothing: add --persistence aof-always", f.Name())
+	}
 	if err := c.resolveSSH(); err != nil {
 		return err
 	}

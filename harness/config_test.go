@@ -46,6 +46,8 @@ func TestBadInputIsAStartError(t *testing.T) {
 		{"missing redis-server", func(c *Config) { c.RedisServer = "/nonexistent/redis-server" }, "apt-get install redis-server"},
 		{"bad clock parameter", func(c *Config) { c.Nemesis = "clock:jump=sideways" }, "jump=sideways"},
 		{"missing clock shim", func(c *Config) { c.Nemesis = "clock"; c.ClockShim = "/nonexistent/libclockshim.so" }, "--nemesis clock: clock shim"},
+		{"disk stall on redis without fsyncs", func(c *Config) { c.Nemesis = "disk-stall" }, "add --persistence aof-always"},
+		{"disk stall on postgres", func(c *Config) { c.Lock, c.Nemesis = "pg-lease", "disk-stall" }, "fsync=off"},
 		{"negative nodes", func(c *Config) { c.Nodes = -1 }, "--nodes must be at least 1"},
 		{"single on three nodes", func(c *Config) { c.Nodes = 3 }, "--lock single uses one node, got --nodes 3"},
 		{"fenced on two nodes", func(c *Config) { c.Lock, c.Nodes = "fenced", 2 }, "--lock fenced uses one node"},

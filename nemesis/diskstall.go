@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/systems"
 )
 
 // DiskStall holds a server's fsyncs: every fsync, fdatasync and sync_file_range its process calls
@@ -160,14 +161,24 @@ func (n *DiskStall) Apply(ctx context.Context, op Op) error {
 	return errors.Join(errs...)
 }
 
-// stall attaches strace to every thread of pid, holding its sync calls, and returns once strace is
-// the tracer of each (the stall is then surely in effect). The delay strace applies is far longer
-// than any stall: the heal ends it by stopping strace; strace dies with the harness (Pdeathsig),
-// and the calls it held then complete.
+// stall attaches strace to every thread of every process in pid's process group (a local node is
+// a group of its own: PostgreSQL's backends and WAL writer, Redis's forks), holding their sync
+// calls, and returns once strace is the tracer of each (the stall is then surely in effect);
+// processes the group forks later are traced too (-f). The delay strace applies is far longer than
+// any stall: the heal ends it by stopping strace; strace dies with the harness (Pdeathsig), and
+// the calls it held then complete.
 func (n *DiskStall) stall(ctx context.Context, pid int) (*exec.Cmd, error) {
 	hold := 10 * max(slices.Max(n.Durations), time.Minute)
-	cmd := exec.Command(n.Strace, "-f", "-qq", "-o", "/dev/null", "-p", strconv.Itoa(pid),
-		"-e", "trace="+heldSyncCalls, "-e", fmt.Sprintf("inject=%s:delay_enter=%dus", heldSyncCalls, hold.Microseconds()))
+	pids := systems.LiveGroupMembers(pid)
+	if !slices.Contains(pids, pid) {
+		pids = append(pids, pid)
+	}
+	args := []string{"-f", "-qq", "-o", "/dev/null", "-e", "trace=" + heldSyncCalls,
+		"-e", fmt.Sprintf("inject=%s:delay_enter=%dus", heldSyncCalls, hold.Microseconds())}
+	for _, p := range pids {
+		args = append(args, "-p", strconv.Itoa(p))
+	}
+	cmd := exec.Command(n.Strace, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -176,14 +187,14 @@ func (n *DiskStall) stall(ctx context.Context, pid int) (*exec.Cmd, error) {
 	}
 	deadline := time.Now().Add(attachWait)
 	for {
-		traced, err := tracedBy(pid, cmd.Process.Pid)
+		traced, err := tracedBy(pid, pids, cmd.Process.Pid)
 		if traced {
 			return cmd, nil
 		}
 		if err != nil || time.Now().After(deadline) || ctx.Err() != nil {
 			unstall(cmd)
 			if err == nil {
-				err = fmt.Errorf("strace had not attached to every thread of process %d within %v", pid, attachWait)
+				err = fmt.Errorf("strace had not attached to every thread of process %d and its group within %v", pid, attachWait)
 			}
 			return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 		}
@@ -191,15 +202,19 @@ func (n *DiskStall) stall(ctx context.Context, pid int) (*exec.Cmd, error) {
 	}
 }
 
-// tracedBy reports whether every thread of pid has tracer as its tracer (/proc/PID/task/*/status).
-func tracedBy(pid, tracer int) (bool, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	if err != nil || len(tasks) == 0 {
-		return false, fmt.Errorf("process %d is gone", pid)
-	}
-	for _, status := range tasks {
-		if t, err := tracerOf(status); err != nil || t != tracer {
-			return false, nil // a thread that ended meanwhile, or one strace has not reached yet
+// tracedBy reports whether every thread of the processes pids has tracer as its tracer
+// (/proc/PID/task/*/status). A process of the group that ended meanwhile is passed over; main, the
+// node's own process, must be there.
+func tracedBy(main int, pids []int, tracer int) (bool, error) {
+	for _, pid := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+		if len(tasks) == 0 && pid == main {
+			return false, fmt.Errorf("process %d is gone", pid)
+		}
+		for _, status := range tasks {
+			if t, err := tracerOf(status); err == nil && t != tracer {
+				return false, nil // a thread strace has not reached yet
+			}
 		}
 	}
 	return true, nil

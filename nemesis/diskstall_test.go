@@ -35,7 +35,7 @@ func TestDiskStallHoldsFsyncsUntilTheHeal(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.Pid(node.Name)
-	if traced, err := tracedBy(pid, n.tracers[node.Name].Process.Pid); !traced {
+	if traced, err := tracedBy(pid, []int{pid}, n.tracers[node.Name].Process.Pid); !traced {
 		t.Fatalf("after the stall not every thread of %d is traced by strace: %v", pid, err)
 	}
 	answered := make(chan time.Time, 1)

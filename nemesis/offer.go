@@ -78,6 +78,9 @@ func staticOffer(system, backend string) Offer {
 	if !tr.Peers {
 		o.lack(PeerCuts|PeerLatency, "the servers of "+system+" never talk to each other", false)
 	}
+	if tr.DiskIdle != "" {
+		o.lack(DiskStalls, tr.DiskIdle, false)
+	}
 	if !tr.WriteHolds {
 		o.lack(WriteHolds, "the servers of "+system+" cannot hold writes back", false)
 	}

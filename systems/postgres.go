@@ -134,6 +134,7 @@ func (postgresTopology) Traits() Traits {
 	return Traits{
 		// Peers: a replica streams from the primary through a link (with --replicas 1).
 		Server: "postgres", Sessions: true, Peers: true,
+		DiskIdle: "lockpick runs PostgreSQL with fsync=off, so its servers never wait for their disk",
 		NotOn: map[string]string{
 			BackendDocker: "postgres runs on --backend local only: drop --backend docker",
 			BackendSSH:    "postgres runs on --backend local only: drop --backend ssh",

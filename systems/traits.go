@@ -32,6 +32,10 @@ type Traits struct {
 	// grants every lease LeaseGrace more (etcd), so a dead holder's lease outlives it by that much.
 	WholeSecondLeases bool
 	LeaseGrace        time.Duration
+	// DiskIdle says why the family's servers, as lockpick runs them, never wait for their disk (so
+	// the disk-stall fault would hold nothing); empty when they do. redis-server waits only with
+	// --persistence aof-always, which the run's configuration decides.
+	DiskIdle string
 	// NotOn names the backends the family's nodes cannot run on, each with why and the fix in one
 	// line: the family says it, so that the backend's checks name no family.
 	NotOn map[string]string
