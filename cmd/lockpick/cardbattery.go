@@ -279,6 +279,13 @@ func faultRows(t traits) []cardRow {
 			faulty(c, "pause:target="+pauseTarget(t))
 		}},
 		{id: "client-pause", what: "a client paused (SIGSTOP) past its lease while it holds", shape: func(c *harness.Config) { faulty(c, "client-pause") }},
+		// etcd#15247's shape: the stall outlasts a lease and an election; clients that think up to a
+		// TTL keep their sessions through it, and holds up to three TTLs span its end.
+		{id: "disk-stall", what: "the leader's disk stalled (its fsyncs held) for 2.5 TTLs while the rest of it runs; holds up to three TTLs", shape: func(c *harness.Config) {
+			ttl := time.Duration(c.TTL)
+			faulty(c, fmt.Sprintf("disk-stall:target=%s:duration=%v:interval=%v", pauseTarget(t), 5*ttl/2, 9*ttl/2))
+			c.TimeLimit, c.ThinkMax, c.HoldMax = harness.Duration(max(cardFaultLimit, 20*ttl)), c.TTL, 3*c.TTL
+		}},
 		{id: "clock-forward", what: "node clocks (a majority) jumped forward past the TTL", shape: func(c *harness.Config) {
 			faulty(c, "clock:target=majority:jump=forward")
 		}},
@@ -306,6 +313,12 @@ func faultRows(t traits) []cardRow {
 		}
 		if rows[i].id == "partition-minority" && t.system == "redis-sentinel" {
 			rows[i].skip = "the clients talk to one primary: no minority to cut"
+		}
+		if rows[i].id == "disk-stall" && strings.HasPrefix(t.system, "redis") {
+			rows[i].skip = "redis-server waits for its disk only with appendfsync always, and then its one thread stops whole, as node-pause stops it"
+		}
+		if rows[i].id == "disk-stall" && !electsLeader(t.system) {
+			rows[i].what = "a node's disk stalled (its fsyncs held) for 2.5 TTLs while the rest of it runs; holds up to three TTLs"
 		}
 	}
 	return append(rows, systemRows(t)...)
