@@ -331,7 +331,7 @@ func warmUp(wg *sync.WaitGroup, ctx context.Context, run func(workloads.Env) err
 func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, dir, histPath string, progress io.Writer, log *slog.Logger) (out *Outcome, err error) {
 	st := newStatus()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
-	rec, err := history.Create(histPath, time.Now(), func(e history.Event) {
+	rec, err := history.Create(histPath, time.Now(), func(e *history.Event) {
 		st.observe(e)
 		sys.holders.observe(e)
 	})
