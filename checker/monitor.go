@@ -5,24 +5,27 @@ import (
 	"sync"
 
 	"github.com/lockpick-dev/lockpick/history"
+	"github.com/lockpick-dev/lockpick/internal/proctable"
 )
 
 // Monitor counts overlapping holds while a run is in progress, for a live progress line. Fed the
 // events of a history in order, it counts exactly the pairs Check counts; it is safe for concurrent
 // use and costs O(holds in effect on the key) per event.
 type Monitor struct {
-	mu     sync.Mutex
-	now    int64
-	count  int
-	early  int                   // early lease losses, as the checker counts them (lostAt)
-	key    map[int]string        // process -> key of its in-flight acquire
-	ext    map[int]history.Event // process -> its in-flight extend
-	rel    map[int]history.Event // process -> its in-flight release
-	nem    []history.Event       // nemesis invokes in flight, oldest first
-	levels levelBook[*hold]      // process -> reentrant levels it entered and has not left
-	open   map[int][]*hold       // process -> holds it has not released
-	latest map[int][]*hold       // process -> its latest holds, released or not, as the parser's recent
-	active map[string][]*hold    // key -> holds that may still overlap a later hold
+	mu    sync.Mutex
+	now   int64
+	count int
+	early int // early lease losses, as the checker counts them (lostAt)
+	// key, open and latest are tables, not maps: they are looked up on nearly every event, under
+	// the recorder's lock at the ceiling.
+	key    proctable.Table[string]  // process -> key of its in-flight acquire
+	ext    map[int]history.Event    // process -> its in-flight extend
+	rel    map[int]history.Event    // process -> its in-flight release
+	nem    []history.Event          // nemesis invokes in flight, oldest first
+	levels levelBook[*hold]         // process -> reentrant levels it entered and has not left
+	open   proctable.Table[[]*hold] // process -> holds it has not released
+	latest proctable.Table[[]*hold] // process -> its latest holds, released or not, as the parser's recent
+	active map[string][]*hold       // key -> holds that may still overlap a later hold
 	// recent are the pairs counted at time now. Until time moves on, a release invoked at now can
 	// still shrink a hold to end exactly at now, turning such a pair into a legal hand-off.
 	recent []pair2
@@ -33,12 +36,9 @@ type pair2 struct{ a, b *hold }
 // NewMonitor returns a Monitor that has seen no events.
 func NewMonitor() *Monitor {
 	return &Monitor{
-		key:    make(map[int]string),
 		ext:    make(map[int]history.Event),
 		rel:    make(map[int]history.Event),
 		levels: levelBook[*hold]{},
-		open:   make(map[int][]*hold),
-		latest: make(map[int][]*hold),
 		active: make(map[string][]*hold),
 	}
 }
@@ -67,11 +67,11 @@ func (m *Monitor) Observe(e history.Event) {
 	case e.F == history.FRenewed || e.F == history.FLost:
 		m.leaseNews(e)
 	case e.F == history.FAcquire && e.Type == history.Invoke:
-		m.key[e.Process] = e.Key
+		m.key.Put(e.Process, e.Key)
 	case e.F == history.FAcquire && e.Type == history.OK:
 		m.acquired(e)
 	case e.F == history.FAcquire:
-		delete(m.key, e.Process)
+		m.key.Delete(e.Process)
 	case e.F == history.FExtend && e.Type == history.Invoke:
 		m.ext[e.Process] = e
 	case e.F == history.FExtend:
@@ -92,10 +92,10 @@ func (m *Monitor) Observe(e history.Event) {
 func (m *Monitor) acquired(e history.Event) {
 	key := e.Key
 	if key == "" {
-		key = m.key[e.Process]
+		key = m.key.At(e.Process)
 	}
-	delete(m.key, e.Process)
-	op := m.open[e.Process]
+	m.key.Delete(e.Process)
+	op := m.open.At(e.Process)
 	if e.Depth > 1 {
 		if j := continued(len(op), func(j int) *hold { return op[j] }, key, &e); j >= 0 {
 			reenter(op[j], &e)
@@ -117,15 +117,15 @@ func (m *Monitor) grant(key string, pid int, value string, start, deadline int64
 	h := &hold{key: key, Process: pid, Value: value, Start: start, Deadline: dl}
 	h.End, h.EndedBy = holdEnd(h.Start, dl, Never)
 	h.dead = expiredOnArrival(h.Start, dl)
-	op := m.open[pid]
+	op := m.open.At(pid)
 	op = dropExpired(op, func(j int) *hold { return op[j] }, h.Start)
 	clear(op[len(op):cap(op)])
-	m.open[pid] = append(op, h)
-	r := append(m.latest[pid], h)
+	m.open.Put(pid, append(op, h))
+	r := append(m.latest.At(pid), h)
 	if len(r) > recentHolds {
 		r = r[len(r)-recentHolds:]
 	}
-	m.latest[pid] = r
+	m.latest.Put(pid, r)
 	if h.dead {
 		return h // no hold: a release may still name it, but it overlaps nothing
 	}
@@ -150,7 +150,7 @@ func (m *Monitor) grant(key string, pid int, value string, start, deadline int64
 // released is a release invoke: the process leaves the level it names, or its latest matching
 // hold, as the checker's parser does (leftLevel).
 func (m *Monitor) released(e history.Event) {
-	hs := m.open[e.Process]
+	hs := m.open.At(e.Process)
 	j := -1
 	if e.Depth > 0 {
 		h, last, found := m.levels.leave(e.Process, e.Depth, func(h *hold) bool { return matchLease(h.key, h.Value, e.Key, e.Value) })
@@ -171,7 +171,7 @@ func (m *Monitor) released(e history.Event) {
 		return
 	}
 	h := hs[j]
-	m.open[e.Process] = append(hs[:j], hs[j+1:]...)
+	m.open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 	releaseHold(h, e.Time)
 	m.undoRecent(h)
 }
@@ -186,7 +186,7 @@ func (m *Monitor) extended(e history.Event) {
 	if !ok || e.Type != history.OK {
 		return
 	}
-	hs := m.latest[e.Process]
+	hs := m.latest.At(e.Process)
 	j := findLease(len(hs), func(j int) *hold { return hs[j] }, inv.Key, inv.Value)
 	if j < 0 {
 		m.grant(inv.Key, e.Process, inv.Value, e.Time, e.Deadline) // an extend of a lease never granted
@@ -226,7 +226,7 @@ func (m *Monitor) nemesis(e history.Event) {
 		if !ok {
 			continue
 		}
-		for _, h := range m.open[pid] {
+		for _, h := range m.open.At(pid) {
 			if h.dead || h.End <= e.Time {
 				continue
 			}
@@ -234,7 +234,7 @@ func (m *Monitor) nemesis(e history.Event) {
 			h.Deadline = min(h.Deadline, h.End)
 			m.undoRecent(h)
 		}
-		delete(m.open, pid)
+		m.open.Delete(pid)
 		delete(m.levels, pid)
 	}
 }
@@ -245,7 +245,7 @@ func (m *Monitor) nemesis(e history.Event) {
 // as an overlap a grant to another client after the holder was told it had lost the lock, which the
 // checker does not, and a run told to stop at its first violation would stop on nothing.
 func (m *Monitor) leaseNews(e history.Event) {
-	hs := m.latest[e.Process]
+	hs := m.latest.At(e.Process)
 	j := findLease(len(hs), func(j int) *hold { return hs[j] }, e.Key, e.Value)
 	if j < 0 {
 		return
@@ -269,7 +269,7 @@ func (m *Monitor) leaseNews(e history.Event) {
 // lost counts the completion e of a release or extend invoked at inv that the lock refused as
 // lost before the deadline it promised: an early lease loss, by the checker's own rule.
 func (m *Monitor) lost(inv, e *history.Event) {
-	hs := m.latest[e.Process]
+	hs := m.latest.At(e.Process)
 	if lostAt(len(hs), func(k int) *hold { return hs[k] }, inv, e) != nil {
 		m.early++
 	}

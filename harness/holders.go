@@ -34,7 +34,7 @@ func (h *holders) begin(start time.Time) {
 
 // observe takes the next event of the history. A hold starts at its grant and ends at its
 // release's invoke, as the checker counts it; a reentrant lock's inner levels change nothing.
-func (h *holders) observe(e history.Event) {
+func (h *holders) observe(e *history.Event) {
 	if e.Process < 0 || e.Depth > 1 || (e.F != history.FAcquire && e.F != history.FRelease) {
 		return
 	}

@@ -35,7 +35,7 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 		{Type: history.Invoke, Process: 0, F: history.FAcquire, Key: "b", Time: ms(10)},
 		{Type: history.Info, Process: 0, F: history.FAcquire, Key: "b", Time: ms(11)},
 	} {
-		h.observe(e)
+		h.observe(&e)
 	}
 	want := []nemesis.Holder{
 		{Process: 1, Group: "c2", Key: "a", Since: start.Add(2 * time.Millisecond)},
@@ -46,7 +46,7 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("holders %+v, want %+v", got, want)
 	}
-	h.observe(history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a", Time: ms(12)})
+	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a", Time: ms(12)})
 	if got := h.Holders(); len(got) != 1 || got[0].Process != 6 {
 		t.Fatalf("after p1's release the holders are %+v, want p6 alone", got)
 	}
@@ -85,7 +85,7 @@ func TestPartitionAimsAtTheHoldersGroup(t *testing.T) {
 				t.Errorf("%s at %v: the holders then were in %v", e.F, time.Duration(e.Time), groups)
 			}
 		}
-		h.observe(e)
+		h.observe(&e)
 	}
 	if cuts < 2 {
 		t.Fatalf("only %d cuts in 6s", cuts)

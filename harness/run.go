@@ -331,10 +331,7 @@ func warmUp(wg *sync.WaitGroup, ctx context.Context, run func(workloads.Env) err
 func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis, schedule []Schedule, dir, histPath string, progress io.Writer, log *slog.Logger) (out *Outcome, err error) {
 	st := newStatus()
 	total := time.Duration(cfg.TimeLimit + cfg.Recovery)
-	rec, err := history.Create(histPath, time.Now(), func(e history.Event) {
-		st.observe(e)
-		sys.holders.observe(e)
-	})
+	rec, err := history.Create(histPath, time.Now(), observer(st, sys.holders, len(nems) > 0))
 	if err != nil {
 		return nil, err
 	}
@@ -465,6 +462,19 @@ func drive(ctx context.Context, cfg Config, sys *system, nems []nemesis.Nemesis,
 		out.Warnings = append(out.Warnings, w)
 	}
 	return out, nil
+}
+
+// observer is what sees each event as it is recorded: the status (progress line, overload, live
+// monitor) and, in a run with nemeses, the holder view some of them aim by; a run without any
+// follows no holders for nobody.
+func observer(st *status, hold *holders, nemeses bool) func(*history.Event) {
+	if !nemeses {
+		return st.observe
+	}
+	return func(e *history.Event) {
+		st.observe(e)
+		hold.observe(e)
+	}
 }
 
 // plan is what the run sets out to do, recorded on its invoke for the checker.

@@ -33,9 +33,9 @@ func TestRoleChangesAgreeWithTheSentinels(t *testing.T) {
 	defer sys.close()
 	roles := make(chan history.Event, 16)
 	path := filepath.Join(t.TempDir(), history.FileName)
-	rec, err := history.Create(path, time.Now(), func(e history.Event) {
+	rec, err := history.Create(path, time.Now(), func(e *history.Event) {
 		if e.Process == history.SystemProcess {
-			roles <- e
+			roles <- *e
 		}
 	})
 	if err != nil {

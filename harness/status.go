@@ -31,8 +31,8 @@ type status struct {
 
 func newStatus() *status { return &status{monitor: checker.NewMonitor(), fault: map[string]string{}} }
 
-func (s *status) observe(e history.Event) {
-	s.monitor.Observe(e)
+func (s *status) observe(e *history.Event) {
+	s.monitor.Observe(*e)
 	if e.IsNemesis() {
 		if e.Type != history.Invoke {
 			return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+	"unicode/utf8"
 )
 
 // randomEvent draws an event whose fields are each empty or not, with strings that need escaping
@@ -19,7 +20,7 @@ func randomEvent(rng *rand.Rand) Event {
 		return rng.Int64N(1<<40) - 1<<39
 	}
 	e := Event{Index: n(), Time: n(), Type: Type(s()), Process: int(n() % 100), F: s(), Key: s(), Value: s(), Token: n(), Deadline: n(),
-		Validity: n(), Depth: int(n() % 3), Fault: s(), Effect: s(), Guard: s(), Reason: s(), Note: s(), Error: s()}
+		Validity: n(), Depth: int(n() % 3), Fault: s(), Effect: s(), Guard: s(), Reason: s(), Note: s(), Stderr: s(), Error: s()}
 	for range rng.IntN(3) {
 		e.Nodes = append(e.Nodes, s())
 	}
@@ -45,14 +46,32 @@ func TestAppendEventIsEncodingJSON(t *testing.T) {
 		if err := json.NewEncoder(&want).Encode(e); err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendEvent(nil, &e)
+		got, plain, err := appendEvent(nil, &e)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Fatalf("event %d:\n got %s\nwant %s", i, got, want.Bytes())
 		}
+		if plain != readsBackAsIs(&e) {
+			t.Fatalf("event %d: appendEvent says reading it back gives it as it is: %v, want %v\n%s", i, plain, !plain, got)
+		}
 	}
+}
+
+// readsBackAsIs is what the tap once asked of every event before it took it as it is (no plan,
+// roles or offsets, every string valid UTF-8): the encoder must find the same on its way.
+func readsBackAsIs(e *Event) bool {
+	if e.Plan != nil || e.Roles != nil || e.Offsets != nil {
+		return false
+	}
+	strs := []string{string(e.Type), e.F, e.Key, e.Value, e.Fault, e.Effect, e.Guard, e.Reason, e.Note, e.Stderr, e.Error}
+	for _, s := range append(strs, e.Nodes...) {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 func BenchmarkAppendEvent(b *testing.B) {
@@ -60,7 +79,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		var buf []byte
 		for b.Loop() {
-			buf, _ = appendEvent(buf[:0], &e)
+			buf, _, _ = appendEvent(buf[:0], &e)
 		}
 	})
 	b.Run("encoding-json", func(b *testing.B) {

@@ -29,7 +29,7 @@ type Recorder struct {
 	next     int64
 	err      error
 	closed   bool
-	observer func(Event)
+	observer func(*Event)
 	tap      *Tap
 	written  int64 // bytes given to w: the file offset of the next line
 	// failed is closed at the first write that fails (a full disk): a run whose history has a hole
@@ -41,8 +41,10 @@ type Recorder struct {
 }
 
 // Create opens path for writing and starts the run clock at start. observer, if not nil, sees every
-// event after it is stamped, in history order; it must be fast.
-func Create(path string, start time.Time, observer func(Event)) (*Recorder, error) {
+// event after it is stamped, in history order; it must be fast, and must not keep the pointer (the
+// recorder reuses the event it points to: a copy per observer of every event was a cost of each
+// operation at the ceiling).
+func Create(path string, start time.Time, observer func(*Event)) (*Recorder, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create history: %w", err)
@@ -101,18 +103,19 @@ func (r *Recorder) Record(e Event) Event {
 		return e
 	}
 	var err error
+	var plain bool
 	r.enc = e
-	if r.line, err = appendEvent(r.line[:0], &r.enc); err == nil {
+	if r.line, plain, err = appendEvent(r.line[:0], &r.enc); err == nil {
 		_, err = r.w.Write(r.line)
 	}
 	if err != nil {
 		r.fail(fmt.Errorf("write history: %w", err))
 	} else if r.tap != nil {
-		r.tap.put(&r.enc, r.line, r.written)
+		r.tap.put(&r.enc, plain, r.line, r.written)
 	}
 	r.written += int64(len(r.line))
 	if r.observer != nil {
-		r.observer(e)
+		r.observer(&r.enc) // e's copy, which the lock keeps ours until Record returns
 	}
 	return e
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"unicode/utf8"
 )
 
 // A Tap hands the events a Recorder writes to a reader in the same process (the check that runs
@@ -41,9 +40,10 @@ const tapMax = 1 << 16
 // NewTap returns a tap for one Recorder (see Create) and one reader.
 func NewTap() *Tap { return &Tap{max: tapMax} }
 
-// put queues the event the recorder just wrote as line, which starts at offset at of the file; the
-// recorder's lock is held, so puts come in history order.
-func (t *Tap) put(e *Event, line []byte, at int64) {
+// put queues the event the recorder just wrote as line, which starts at offset at of the file;
+// asWritten says reading line back gives e itself (appendEvent). The recorder's lock is held, so
+// puts come in history order.
+func (t *Tap) put(e *Event, asWritten bool, line []byte, at int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.n++
@@ -56,7 +56,7 @@ func (t *Tap) put(e *Event, line []byte, at int64) {
 	}
 	t.queue = append(t.queue, tapped{})
 	q := &t.queue[len(t.queue)-1]
-	if !asWritten(e) {
+	if !asWritten {
 		q.line = slices.Clone(line)
 		return
 	}
@@ -71,24 +71,6 @@ func (t *Tap) put(e *Event, line []byte, at int64) {
 		}
 		q.ev.Nodes = t.nodes
 	}
-}
-
-// asWritten reports whether reading e's line gives back e itself (nodes aside, see put).
-func asWritten(e *Event) bool {
-	if e.Plan != nil || e.Roles != nil || e.Offsets != nil {
-		return false
-	}
-	for _, s := range [...]string{string(e.Type), e.F, e.Key, e.Value, e.Fault, e.Effect, e.Guard, e.Reason, e.Note, e.Stderr, e.Error} {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	for _, s := range e.Nodes {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	return true
 }
 
 // take moves the queued events into into (emptied first) and returns them; over says the tap

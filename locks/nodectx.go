@@ -18,11 +18,17 @@ import (
 // (`go test ./harness -run '^$' -bench Ceiling -benchtime 1x -cpuprofile cpu.prof`). Hand-written:
 // the context package has no context with a deadline and no timer.
 func nodeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(timeout)
+	return DeadlineOnly(ctx, time.Now().Add(timeout)), func() {}
+}
+
+// DeadlineOnly is ctx with deadline, when that is earlier than ctx's own, which only Deadline and Err
+// report: no timer, and Done is ctx's. It bounds each request to a node (nodeContext) and each
+// operation of a DeadlineBounded lock.
+func DeadlineOnly(ctx context.Context, deadline time.Time) context.Context {
 	if d, ok := ctx.Deadline(); ok && !deadline.Before(d) {
-		return ctx, func() {} // the operation ends first: its deadline is the node's
+		return ctx // ctx ends first: its deadline is the one
 	}
-	return deadlineContext{Context: ctx, deadline: deadline}, func() {}
+	return deadlineContext{Context: ctx, deadline: deadline}
 }
 
 // deadlineContext is its parent with an earlier deadline that only Deadline and Err report.

@@ -35,10 +35,16 @@ func TestNodeContextTakesTheEarlierDeadline(t *testing.T) {
 }
 
 // The node timeout still ends a request to a node that never answers, well before the operation's
-// own bound: the socket deadline comes from the node context's deadline.
+// own bound: the socket deadline comes from the node context's deadline. So it does under an
+// operation bounded by a deadline alone (DeadlineOnly: no Done ever closes), as the workload bounds
+// a DeadlineBounded lock's operations.
 func TestNodeTimeoutBoundsARequestToAStoppedNode(t *testing.T) {
-	for _, name := range []string{"single", "redlock"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, lock   string
+		deadlineOnly bool
+	}{{"single", "single", false}, {"redlock", "redlock", false}, {"single-deadline-only", "single", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name, deadlineOnly := tc.lock, tc.deadlineOnly
 			c, eps, _ := cluster(t, 1)
 			l := openWith(t, name, eps, Options{NodeTimeout: 100 * time.Millisecond})
 			if err := c.Signal("n1", syscall.SIGSTOP); err != nil {
@@ -49,6 +55,12 @@ func TestNodeTimeoutBoundsARequestToAStoppedNode(t *testing.T) {
 			// return tells which of the two ended the request.
 			op, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
+			if deadlineOnly {
+				if _, ok := l.(DeadlineBounded); !ok {
+					t.Fatalf("%s is not DeadlineBounded", name)
+				}
+				op = DeadlineOnly(context.Background(), time.Now().Add(time.Minute))
+			}
 			began := time.Now()
 			_, err := l.Acquire(op, "k", 5*time.Second)
 			took := time.Since(began)

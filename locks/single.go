@@ -75,6 +75,9 @@ func (s *single) Extend(ctx context.Context, l *Lease, ttl time.Duration) (*Leas
 	return renewed(l, s.opts, start, ttl, l.Nodes)
 }
 
+// DeadlineBounded implements DeadlineBounded: single waits on nothing but go-redis's requests.
+func (s *single) DeadlineBounded() {}
+
 // Warm implements Warmer.
 func (s *single) Warm(ctx context.Context) error {
 	return warm(ctx, []*redis.Client{s.client}, s.opts.NodeTimeout)

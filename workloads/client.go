@@ -26,6 +26,8 @@ type client struct {
 	pid    int
 	slot   int
 	locker locks.Locker
+	// deadlineOnly: the locker's operations end by their deadline alone (locks.DeadlineBounded).
+	deadlineOnly bool
 	// procCtx ends with runCtx or when the current process's client program dies: a dead process
 	// does no more work.
 	procCtx    context.Context
@@ -47,6 +49,7 @@ func (c *client) open(ctx context.Context) error {
 	if c.locker, err = c.env.NewLocker(c.pid); err != nil {
 		return err
 	}
+	_, c.deadlineOnly = c.locker.(locks.DeadlineBounded)
 	c.procCtx, c.procCancel = context.WithCancel(c.runCtx)
 	c.healed = false
 	c.watchDeath(c.procCancel)
@@ -134,7 +137,7 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	}
 	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FAcquire, Key: key})
-	actx, cancel := context.WithTimeout(c.opCtx, c.ttl)
+	actx, cancel := c.bound()
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
 	cancel()
 	if errors.Is(err, locks.ErrCrashed) {
@@ -172,8 +175,12 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	return lease, nil
 }
 
-// contextWithTimeout bounds one lock operation of c.
-func contextWithTimeout(c *client) (context.Context, context.CancelFunc) {
+// bound bounds one lock operation of c by the TTL: by a deadline alone where the lock ends its
+// operations by their deadline (locks.DeadlineBounded), else by a context with a timer.
+func (c *client) bound() (context.Context, context.CancelFunc) {
+	if c.deadlineOnly {
+		return locks.DeadlineOnly(c.opCtx, time.Now().Add(c.ttl)), func() {}
+	}
 	return context.WithTimeout(c.opCtx, c.ttl)
 }
 
@@ -186,7 +193,7 @@ func (c *client) release(lease *locks.Lease, retire bool) error {
 	c.deaths.request()
 	// A reentrant lock's release names the level it leaves: above 1 the hold goes on.
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value, Depth: lease.Depth})
-	rctx, cancel := context.WithTimeout(c.opCtx, c.ttl)
+	rctx, cancel := c.bound()
 	err := c.locker.Release(rctx, lease)
 	cancel()
 	ev := history.Event{Type: history.OK, Process: c.pid, F: history.FRelease, Key: lease.Key, Value: lease.Value}
@@ -297,7 +304,7 @@ func (c *client) work(lease *locks.Lease, d time.Duration) {
 func (c *client) extend(lease *locks.Lease) (*locks.Lease, history.Type) {
 	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FExtend, Key: lease.Key, Value: lease.Value})
-	ectx, cancel := context.WithTimeout(c.opCtx, c.ttl)
+	ectx, cancel := c.bound()
 	renewed, err := c.locker.Extend(ectx, lease, c.ttl)
 	cancel()
 	if d := c.died(); err == nil && d != nil {

@@ -51,6 +51,8 @@ type Mutex struct {
 	Seed uint64
 
 	turns *turns
+	// keys are the key names, made once: a name made per operation was an allocation each.
+	keys []string
 }
 
 // Env is what a workload needs from the harness.
@@ -72,6 +74,15 @@ const KeyPrefix = "lockpick:"
 // KeyName is the lock key with index i.
 func KeyName(i int) string { return KeyPrefix + strconv.Itoa(i) }
 
+// keyNames are the names of n keys, each after prefix.
+func keyNames(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + KeyName(i)
+	}
+	return keys
+}
+
 // Run drives the processes until ctx is done. Each process finishes the operation it is in, and
 // releases a lease it holds, before it stops: a run's end never leaves a hold half recorded.
 func (m Mutex) Run(ctx context.Context, env Env) error {
@@ -85,6 +96,7 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 		m.ThinkMax = 20 * time.Millisecond
 	}
 	m.turns = newTurns(m.Groups, 2*m.TTL)
+	m.keys = keyNames(m.Prefix, m.Keys)
 	return runSlots(ctx, env, m.Clients, m.TTL, func(ctx context.Context, c *client) error { return m.process(ctx, env, c) })
 }
 
@@ -95,7 +107,7 @@ func (m Mutex) process(ctx context.Context, env Env, c *client) error {
 	// time, instead of every process dialling every node in the same millisecond.
 	sleep(ctx, randDuration(rng, m.ThinkMax))
 	for ctx.Err() == nil {
-		key := m.Prefix + KeyName(rng.IntN(m.Keys))
+		key := m.keys[rng.IntN(m.Keys)]
 		group := m.group(c.pid)
 		if !m.turns.mayTry(key, group) {
 			sleep(ctx, randDuration(rng, m.ThinkMax))

@@ -46,7 +46,7 @@ func (c *client) foreignUnlock(key string) error {
 	}
 	c.deaths.request()
 	c.rec.Record(history.Event{Type: history.Invoke, Process: c.pid, F: history.FRelease, Key: key})
-	rctx, cancel := contextWithTimeout(c)
+	rctx, cancel := c.bound()
 	err := c.locker.Release(rctx, &locks.Lease{Key: key})
 	cancel()
 	ev := history.Event{Type: history.OK, Process: c.pid, F: history.FRelease, Key: key}
