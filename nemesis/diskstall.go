@@ -62,34 +62,19 @@ const heldSyncCalls = "fsync,fdatasync,sync_file_range"
 // attachWait bounds the wait for strace to attach to every thread of the node.
 const attachWait = 5 * time.Second
 
-func diskStallParams() []Param {
-	return []Param{
-		targetParam(TargetKinds(), TargetOne),
-		{Name: "duration", Type: TypeDuration, Values: []string{PauseBelow, PauseAround, PauseAbove}, Default: "drawn among below, around and above",
-			Meanings: map[string]string{PauseBelow: "TTL/2", PauseAround: "TTL", PauseAbove: "2×TTL"}, Help: "how long a node's fsyncs stay held"},
-		intervalParam(),
-	}
-}
+func diskStallParams() []Param { return stopParams("how long a node's fsyncs stay held") }
 
 func buildDiskStall(env Env, p *Params) (Nemesis, error) {
-	n := &DiskStall{Env: env, resolve: leaseResolver{env: env}}
-	n.Target = p.Choice("target", TargetOne, TargetKinds()...)
-	n.resolve.target = n.Target
-	n.Interval = p.Duration("interval", env.Interval)
-	named := map[string]time.Duration{PauseBelow: env.TTL / 2, PauseAround: env.TTL, PauseAbove: 2 * env.TTL}
-	n.Durations = []time.Duration{named[PauseBelow], named[PauseAround], named[PauseAbove]}
-	if d := p.NamedDuration("duration", 0, named); d > 0 {
-		n.Durations = []time.Duration{d}
-	}
-	if n.Interval <= 0 {
-		return nil, fmt.Errorf("interval must be positive")
+	s, err := readStopParams(env, p)
+	if err != nil {
+		return nil, err
 	}
 	strace, err := exec.LookPath("strace")
 	if err != nil {
 		return nil, errors.New("disk-stall holds fsyncs with strace, which is not installed: run scripts/install-deps.sh (or apt-get install strace)")
 	}
-	n.Strace = strace
-	return n, CheckTarget(env, n.Target)
+	n := &DiskStall{Env: env, Target: s.target, Durations: s.durations, Interval: s.interval, Strace: strace, resolve: leaseResolver{env: env, target: s.target}}
+	return n, nil
 }
 
 // Name implements Nemesis.

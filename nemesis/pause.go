@@ -36,29 +36,46 @@ type Pause struct {
 }
 
 // pauseParams are the pause nemesis's parameters.
-func pauseParams() []Param {
+func pauseParams() []Param { return stopParams("how long a node stays paused") }
+
+// stopParams are the parameters of a fault that stops a node's work for a while (pause,
+// disk-stall): its target, its length (help says what), and the interval between faults.
+func stopParams(help string) []Param {
 	return []Param{
 		targetParam(TargetKinds(), TargetOne),
 		{Name: "duration", Type: TypeDuration, Values: []string{PauseBelow, PauseAround, PauseAbove}, Default: "drawn among below, around and above",
-			Meanings: map[string]string{PauseBelow: "TTL/2", PauseAround: "TTL", PauseAbove: "2×TTL"}, Help: "how long a node stays paused"},
+			Meanings: map[string]string{PauseBelow: "TTL/2", PauseAround: "TTL", PauseAbove: "2×TTL"}, Help: help},
 		intervalParam(),
 	}
 }
 
-func buildPause(env Env, p *Params) (Nemesis, error) {
-	n := &Pause{Env: env, resolve: leaseResolver{env: env}}
-	n.Target = p.Choice("target", TargetOne, TargetKinds()...)
-	n.resolve.target = n.Target
-	n.Interval = p.Duration("interval", env.Interval)
+// stopSpec is what stopParams read to: the target, the lengths drawn from, the interval.
+type stopSpec struct {
+	target    string
+	durations []time.Duration
+	interval  time.Duration
+}
+
+func readStopParams(env Env, p *Params) (stopSpec, error) {
+	s := stopSpec{target: p.Choice("target", TargetOne, TargetKinds()...), interval: p.Duration("interval", env.Interval)}
 	named := map[string]time.Duration{PauseBelow: env.TTL / 2, PauseAround: env.TTL, PauseAbove: 2 * env.TTL}
-	n.Durations = []time.Duration{named[PauseBelow], named[PauseAround], named[PauseAbove]}
+	s.durations = []time.Duration{named[PauseBelow], named[PauseAround], named[PauseAbove]}
 	if d := p.NamedDuration("duration", 0, named); d > 0 {
-		n.Durations = []time.Duration{d}
+		s.durations = []time.Duration{d}
 	}
-	if n.Interval <= 0 {
-		return nil, fmt.Errorf("interval must be positive")
+	if s.interval <= 0 {
+		return s, fmt.Errorf("interval must be positive")
 	}
-	return n, CheckTarget(env, n.Target)
+	return s, CheckTarget(env, s.target)
+}
+
+func buildPause(env Env, p *Params) (Nemesis, error) {
+	s, err := readStopParams(env, p)
+	if err != nil {
+		return nil, err
+	}
+	n := &Pause{Env: env, Target: s.target, Durations: s.durations, Interval: s.interval, resolve: leaseResolver{env: env, target: s.target}}
+	return n, nil
 }
 
 // Name implements Nemesis.
