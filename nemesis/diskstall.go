@@ -23,8 +23,8 @@ import (
 // DiskStall holds a server's fsyncs: every fsync, fdatasync and sync_file_range its process calls
 // blocks until the heal, as on a disk that stops acknowledging writes, while the rest of the process
 // runs on. A server that makes its state durable before it acts (etcd's raft loop saving its log,
-// ZooKeeper's transaction log, PostgreSQL's commits) stops acting, but its other threads keep
-// answering: etcd#15247's leader, stuck in its raft loop while its lease loop carries on, is this
+// ZooKeeper's transaction log, Redis with appendfsync always) stops acting, but its other threads
+// keep answering: etcd#15247's leader, stuck in its raft loop while its lease loop carries on, is this
 // fault. strace holds the calls (its fault injection, delay_enter), attached to the node's process
 // for the length of the stall; it is stopped at the heal, and the calls held complete then. strace
 // cannot filter the system calls of a process it attaches to (seccomp needs it to start the
