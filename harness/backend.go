@@ -27,12 +27,9 @@ func (c *Config) resolveBackend() error {
 		}
 	}
 	// Faults are checked against what the system on this backend can do, before anything starts.
-	c.offer = nemesis.Offered(c.System, c.Backend, c.DockerHost)
+	c.offer = nemesis.Offered(c.System, c.Backend, c.DockerHost, systems.Persistence(c.Persistence))
 	if err := c.offer.Check(c.faults); err != nil {
 		return err
-	}
-	if f, ok := c.faultNeeding(nemesis.DiskStalls); ok && systemTraits(c.System).Server == "redis-server" && c.Persistence != string(systems.PersistAOFAlways) {
-		return fmt.Errorf("--nemesis %s: redis-server waits for its disk only with --persistence aof-always (aof-everysec fsyncs in a background thread, none never fsyncs), so the stall would hold nothing: add --persistence aof-always", f.Name())
 	}
 	if err := c.resolveSSH(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -42,12 +43,6 @@ type DiskStall struct {
 	resolve leaseResolver
 	mu      sync.Mutex
 	tracers map[string]*exec.Cmd // node -> the strace holding its fsyncs
-}
-
-// ProcessIDs gives a running node's process id on this machine (the local backend's nodes), 0 when
-// the node is down.
-type ProcessIDs interface {
-	Pid(node string) int
 }
 
 // The disk stall's operations.
@@ -96,21 +91,14 @@ func (n *DiskStall) Resolve(ctx context.Context, op Op) (Op, error) {
 func (n *DiskStall) stalledNodes() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return slices.Sorted(func(yield func(string) bool) {
-		for node := range n.tracers {
-			if !yield(node) {
-				return
-			}
-		}
-	})
+	return slices.Sorted(maps.Keys(n.tracers))
 }
 
 // Apply implements Nemesis. A node that is down is not stalled: there is no process to hold, and
 // the one that replaces it starts with a working disk.
 func (n *DiskStall) Apply(ctx context.Context, op Op) error {
-	ids, ok := n.Env.Cluster.(ProcessIDs)
-	if !ok || n.Env.Cluster == nil {
-		return errors.New("disk-stall needs the nodes' process ids on this machine (--backend local)")
+	if n.Env.Cluster == nil {
+		return errors.New("no cluster to stall")
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -121,7 +109,7 @@ func (n *DiskStall) Apply(ctx context.Context, op Op) error {
 	for _, node := range op.Nodes {
 		switch op.F {
 		case FStall:
-			pid := ids.Pid(node)
+			pid := n.Env.Cluster.Pid(node)
 			if pid == 0 || n.tracers[node] != nil {
 				n.Env.Log.Info("disk-stall: node is down or already stalled, not stalled", "node", node)
 				continue

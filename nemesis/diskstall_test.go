@@ -81,11 +81,11 @@ func TestDiskStallNeedsLocalProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Offered("etcd", "local", "").Check(faults); err != nil {
+	if err := Offered("etcd", "local", "", "").Check(faults); err != nil {
 		t.Errorf("on --backend local: %v", err)
 	}
 	for _, backend := range []string{"docker", "ssh", "external"} {
-		err := Offered("etcd", backend, "").Check(faults)
+		err := Offered("etcd", backend, "", "").Check(faults)
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "disk-stall") {
 			t.Errorf("on --backend %s: %v", backend, err)
 		}

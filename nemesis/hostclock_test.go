@@ -22,15 +22,15 @@ func TestHostClockSourceNeeds(t *testing.T) {
 	if shim, _ := ParseFaults("clock"); shim[0].Needs().Has(HostClocks) || !shim[0].Needs().Has(NodeClocks) {
 		t.Errorf("clock needs %s", shim[0].Needs())
 	}
-	err = Offered("redis-masters", "local", "").Check(faults)
+	err = Offered("redis-masters", "local", "", "").Check(faults)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "source=host") || !strings.Contains(err.Error(), "--backend ssh") {
 		t.Errorf("on --backend local: %v", err)
 	}
-	if err := Offered("redis-masters", "ssh", "").Check(faults); err != nil {
+	if err := Offered("redis-masters", "ssh", "", "").Check(faults); err != nil {
 		t.Errorf("on --backend ssh: %v", err)
 	}
 	// etcd's Go clock is beyond the shim, not beyond the host's clock.
-	if err := Offered("etcd", "ssh", "").Check(faults); err != nil {
+	if err := Offered("etcd", "ssh", "", "").Check(faults); err != nil {
 		t.Errorf("etcd on --backend ssh: %v", err)
 	}
 }

@@ -24,11 +24,16 @@ type lack struct {
 	final bool
 }
 
-// Offered is the capability set of backend running system (docker on the Engine at dockerHost), for
-// --dry-run and for refusing a fault before anything starts. It is the one place that says which
-// system and backend can do what.
-func Offered(system, backend, dockerHost string) Offer {
+// Offered is the capability set of backend running system (docker on the Engine at dockerHost),
+// its servers kept with persistence, for --dry-run and for refusing a fault before anything starts.
+// It is the one place that says which system and backend can do what.
+func Offered(system, backend, dockerHost string, persistence systems.Persistence) Offer {
 	o := staticOffer(system, backend)
+	if t, err := systems.Lookup(system); err == nil {
+		if w := t.Traits().DiskWaitsWith; w != "" && persistence != w {
+			o.lack(DiskStalls, fmt.Sprintf("%s waits for its disk only with --persistence %s, so a stall would hold nothing: add --persistence %s", t.Traits().Server, w, w), true)
+		}
+	}
 	if backend == systems.BackendDocker {
 		// The docker backend cuts and slows paths with iptables in the servers' namespaces.
 		missing := systems.NetToolsMissing

@@ -232,6 +232,9 @@ func (p *Params) Err() error {
 type Cluster interface {
 	Processes
 	Signal(node string, sig syscall.Signal) error
+	// Pid is a running node's process id in its host (this machine's for --backend local), 0 when
+	// the node is down.
+	Pid(node string) int
 }
 
 // Clocks moves the wall clocks of nodes (the LD_PRELOAD shim) and measures them.

@@ -59,7 +59,7 @@ func (mastersTopology) Clocks() error { return nil }
 
 // Traits implements Topology: independent masters talk to no other server; CLIENT PAUSE holds writes.
 func (mastersTopology) Traits() Traits {
-	return Traits{WriteHolds: true, LockSized: true, Server: "redis-server", Keys: redisKeys, Cleanup: redisCleanup}
+	return Traits{WriteHolds: true, LockSized: true, Server: "redis-server", DiskWaitsWith: PersistAOFAlways, Keys: redisKeys, Cleanup: redisCleanup}
 }
 
 // Size implements Topology: the masters are counted by --nodes, which the lock rules on.

@@ -137,7 +137,7 @@ func (sentinelTopology) Clocks() error { return nil }
 
 // Traits implements Topology: replicas, primary and sentinels talk to each other; CLIENT PAUSE holds writes.
 func (sentinelTopology) Traits() Traits {
-	return Traits{Peers: true, WriteHolds: true, Discovers: true, Server: "redis-server", Keys: redisKeys, Cleanup: redisCleanup}
+	return Traits{Peers: true, WriteHolds: true, Discovers: true, Server: "redis-server", DiskWaitsWith: PersistAOFAlways, Keys: redisKeys, Cleanup: redisCleanup}
 }
 
 // Size implements Topology: one primary, --replicas replicas (2) and --sentinels sentinels (3).

@@ -33,9 +33,10 @@ type Traits struct {
 	WholeSecondLeases bool
 	LeaseGrace        time.Duration
 	// DiskIdle says why the family's servers, as lockpick runs them, never wait for their disk (so
-	// the disk-stall fault would hold nothing); empty when they do. redis-server waits only with
-	// --persistence aof-always, which the run's configuration decides.
-	DiskIdle string
+	// the disk-stall fault would hold nothing); empty when they do. DiskWaitsWith, when set, is the
+	// one persistence under which they do (redis-server: appendfsync always).
+	DiskIdle      string
+	DiskWaitsWith Persistence
 	// NotOn names the backends the family's nodes cannot run on, each with why and the fix in one
 	// line: the family says it, so that the backend's checks name no family.
 	NotOn map[string]string
