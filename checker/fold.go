@@ -108,7 +108,7 @@ func (pr *parser) maybeFold() {
 // foldable reports whether the run allows folding at all (see the top of this file).
 func (pr *parser) foldable() bool {
 	p, st := pr.p, pr.st
-	if st.n == 0 || pr.resourceSeen || len(p.nemesis) > 0 || len(p.roles) > 0 {
+	if st.n == 0 || pr.resourceSeen || len(p.nemesis) > 0 {
 		return false
 	}
 	pl := st.at(0).Plan

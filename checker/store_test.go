@@ -181,6 +181,7 @@ func TestFoldingKeepsTheResult(t *testing.T) {
 		{"generated", func() []history.Event { return Generate(rng.Int63(), 2000+rng.Intn(3000), 2+rng.Intn(4)) }, 2},
 		{"random", func() []history.Event { return randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(300)) }, 4},
 		{"reentrant", func() []history.Event { return reentrantHistory(rng) }, 8},
+		{"shared values", func() []history.Event { return fewValues(randomHistory(rng, 2+rng.Intn(4), 1, 50+rng.Intn(300))) }, 4},
 	}
 	for _, k := range kinds {
 		var hists, folding, folded int
@@ -207,4 +208,15 @@ func firstDifference(got, want string) string {
 	}
 	from := max(i-300, 0)
 	return fmt.Sprintf("at byte %d:\n got: ...%s\nwant: ...%s", i, got[from:min(len(got), i+200)], want[from:min(len(want), i+200)])
+}
+
+// fewValues gives evs's leases one of five values, the same for an acquire and the releases and
+// work that name it, so that processes share values.
+func fewValues(evs []history.Event) []history.Event {
+	for i := range evs {
+		if v := evs[i].Value; v != "" && evs[i].F != history.FRead && evs[i].F != history.FWrite {
+			evs[i].Value = fmt.Sprintf("v%d", len(v)*7%5)
+		}
+	}
+	return evs
 }
