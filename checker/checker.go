@@ -237,9 +237,13 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 		r.Faults = []FaultWindow{}
 	}
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
-	r.Stats.OKOutsideFaults += fs.holdCount() // folded before any fault
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
-	r.Stats.Regrants = regrants(p.holds, r.Faults)
+	r.Stats.Regrants = fs.withRegrants(regrants(p.holds, r.Faults))
+	if fs != nil {
+		r.Stats.OKInFaults += fs.inFaults
+		r.Stats.OKOutsideFaults += fs.outFaults
+		r.Stats.OKWhollyInFaults += fs.whollyInFaults
+	}
 	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds, fs)
 	r.ClientExits = clientExits(st, p, opts.MaxViolations)
 

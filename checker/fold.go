@@ -27,8 +27,9 @@ import (
 // whether its release came back ok) changes only findings that are taken from it when it leaves.
 //
 // Folding needs a run plan with the mutex workload (a counter run's resource check looks holds up
-// by process at every read and write), no fault seen yet (the fault windows' tallies are taken at
-// the end), and enough porcupine operations that the visualization shows failed segments only.
+// by process at every read and write), no fault operation in flight (the folded holds are tallied
+// against the fault windows so far: see absorbFaults), and enough porcupine operations that the
+// visualization shows failed segments only.
 // A whole-history check (CheckLog) never folds; the streamed check must give the same result, to
 // the byte, which the tests compare with folding forced after every grant.
 
@@ -42,6 +43,10 @@ type foldSums struct {
 	segsByKey                                       map[string]int // the same, per key
 	ops                                             int            // their porcupine operations
 	nearDeadline, toDeadline, pastExpiry, unbounded int
+	// inFaults, outFaults and whollyInFaults are faultSplit's and whollyInFaults's counts;
+	// regrants, per fault window's Applied, the earliest grant of an acquire invoked after it.
+	inFaults, outFaults, whollyInFaults int
+	regrants                            map[int64]int64
 	held                                            map[string]int64 // per key, the time the non-dead holds covered
 	grants                                          map[string]int   // per key, the non-dead holds
 	lastEnd                                         map[string]int64 // per key, the latest end of a non-dead hold
@@ -83,7 +88,7 @@ type holderAt struct {
 
 func newFoldSums() *foldSums {
 	return &foldSums{segsByKey: map[string]int{}, held: map[string]int64{}, grants: map[string]int{},
-		lastEnd: map[string]int64{}, tokens: map[string]foldedBest{}, values: newValueIndex()}
+		lastEnd: map[string]int64{}, tokens: map[string]foldedBest{}, values: newValueIndex(), regrants: map[int64]int64{}}
 }
 
 // folding is the parser's state of folding.
@@ -107,9 +112,14 @@ func (pr *parser) maybeFold() {
 
 // foldable reports whether the run allows folding at all (see the top of this file).
 func (pr *parser) foldable() bool {
-	p, st := pr.p, pr.st
-	if st.n == 0 || pr.resourceSeen || len(p.nemesis) > 0 {
+	st := pr.st
+	if st.n == 0 || pr.resourceSeen {
 		return false
+	}
+	for _, q := range pr.nemInflight {
+		if len(q) > 0 {
+			return false // a fault whose window is not known yet
+		}
 	}
 	pl := st.at(0).Plan
 	return pl != nil && pl.Workload == "mutex"
@@ -245,6 +255,7 @@ func (pr *parser) absorb(F []hold) {
 		s.ops += segs[i].ops()
 	}
 	s.nearDeadline += nearDeadline(F)
+	pr.absorbFaults(F)
 	ivs := map[string][][2]int64{}
 	for i := range F {
 		h := &F[i]
@@ -298,6 +309,20 @@ func (pr *parser) absorb(F []hold) {
 	}
 }
 
+// withRegrants gives each regrant the earliest folded grant after its fault, where that is earlier.
+func (s *foldSums) withRegrants(rgs []Regrant) []Regrant {
+	if s == nil {
+		return rgs
+	}
+	for i := range rgs {
+		g, ok := s.regrants[rgs[i].Applied]
+		if ok && (rgs[i].Grant < 0 || g < rgs[i].Grant) {
+			rgs[i].Grant, rgs[i].Gap = g, g-rgs[i].Applied
+		}
+	}
+	return rgs
+}
+
 // segCount, holdCount and nearDeadlines are the folded holds' segments, holds and holds released
 // near their deadline (0 for none folded).
 func (s *foldSums) segCount() int {
@@ -341,6 +366,34 @@ func (s *foldSums) opCount() int {
 		return 0
 	}
 	return s.ops
+}
+
+// absorbFaults adds F's tallies against the fault windows. Every fault op so far has completed
+// (foldable), so each window's start and applied time are known, and F ended before the current
+// event: an open window's end and lift, known only later, come after every hold of F, as the end of
+// the history the windows are read to now does. Windows to come start later still.
+func (pr *parser) absorbFaults(F []hold) {
+	p, s := pr.p, pr.p.folded
+	if len(p.nemOps) == 0 {
+		s.outFaults += len(F)
+		return
+	}
+	q := *p
+	q.nemOps = slices.Clone(p.nemOps)
+	slices.SortFunc(q.nemOps, func(a, b nemOp) int { return cmp.Compare(a.inv, b.inv) })
+	wins := faultWindows(pr.st, &q)
+	in, out := faultSplit(F, wins)
+	s.inFaults += in
+	s.outFaults += out
+	s.whollyInFaults += whollyInFaults(F, wins)
+	for _, rg := range regrants(F, wins) {
+		if rg.Grant < 0 {
+			continue
+		}
+		if g, ok := s.regrants[rg.Applied]; !ok || rg.Grant < g {
+			s.regrants[rg.Applied] = rg.Grant
+		}
+	}
 }
 
 // tokenBest is the folded hold with the highest token of key k, as it is now (a pinned hold may
