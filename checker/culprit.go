@@ -330,9 +330,7 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 	}
 	var shared shared
 	if fs != nil {
-		for i := range p.holds {
-			fs.values.add(&p.holds[i])
-		}
+		fs.values.addAll(p.holds)
 		shared = fs.values.shared()
 	} else {
 		shared = sharedValues(p.holds)

@@ -47,17 +47,17 @@ type foldSums struct {
 	// regrants, per fault window's Applied, the earliest grant of an acquire invoked after it.
 	inFaults, outFaults, whollyInFaults int
 	regrants                            map[int64]int64
-	held                                            map[string]int64 // per key, the time the non-dead holds covered
-	grants                                          map[string]int   // per key, the non-dead holds
-	lastEnd                                         map[string]int64 // per key, the latest end of a non-dead hold
-	promised                                        latencies
-	tokens                                          map[string]foldedBest // per key, the hold with the highest fencing token
-	overruns                                        []foldedOverrun       // the overruns with the smallest ids, at most 2*limit
-	overrunN                                        int
-	values                                          *valueIndex
-	late                                            []foldedLate // late releases named when their list was folded
-	lateN                                           int          // every late release folded, named or not
-	holders                                         []holderAt   // the holder during p.lateExtends[i], for i < len(holders)
+	held                                map[string]int64 // per key, the time the non-dead holds covered
+	grants                              map[string]int   // per key, the non-dead holds
+	lastEnd                             map[string]int64 // per key, the latest end of a non-dead hold
+	promised                            latencies
+	tokens                              map[string]foldedBest // per key, the hold with the highest fencing token
+	overruns                            []foldedOverrun       // the overruns with the smallest ids, at most 2*limit
+	overrunN                            int
+	values                              *valueIndex
+	late                                []foldedLate // late releases named when their list was folded
+	lateN                               int          // every late release folded, named or not
+	holders                             []holderAt   // the holder during p.lateExtends[i], for i < len(holders)
 	// resourceAfter: a read or write came after holds were folded (a history whose plan said
 	// mutex); the resource check could not see the folded holds.
 	resourceAfter bool
@@ -256,11 +256,11 @@ func (pr *parser) absorb(F []hold) {
 	}
 	s.nearDeadline += nearDeadline(F)
 	pr.absorbFaults(F)
+	s.values.addAll(F)
 	ivs := map[string][][2]int64{}
 	for i := range F {
 		h := &F[i]
 		id := p.base + int32(i)
-		s.values.add(h)
 		if _, pinned := pr.pinnedIDs[id]; !pinned {
 			s.overrun(id, h, pr.folding.limit)
 		}

@@ -48,8 +48,9 @@ func TestSameValueGroupsMatchASortByKeyAndValue(t *testing.T) {
 }
 
 // The value index of a folding check (values.go) finds the shared values sharedValues finds, taking
-// the holds one at a time: the same culprits, in the same order, and the same processes per value,
-// whatever an acquire took (past 4.29 s its invoke is kept apart).
+// the holds in batches: the same culprits, in the same order, and the same processes per value,
+// whatever an acquire took (past 4.29 s its invoke is kept apart) and whatever the process's number
+// (past 65,534 it is kept apart).
 func TestValueIndexFindsWhatSharedValuesFinds(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	for range 300 {
@@ -62,6 +63,9 @@ func TestValueIndexFindsWhatSharedValuesFinds(t *testing.T) {
 				h.Value = fmt.Sprintf("v%d", v)
 			}
 			h.Process = rng.Intn(6)
+			if rng.Intn(8) == 0 {
+				h.Process = 70000 + rng.Intn(3)
+			}
 			at += rng.Int63n(1e9)
 			h.Start = at
 			h.Invoke = at - rng.Int63n(1e6)
@@ -70,8 +74,10 @@ func TestValueIndexFindsWhatSharedValuesFinds(t *testing.T) {
 			}
 		}
 		x := newValueIndex()
-		for i := range holds {
-			x.add(&holds[i])
+		for i := 0; i < len(holds); { // in batches of any size, as folds take them
+			n := min(len(holds), i+1+rng.Intn(40))
+			x.addAll(holds[i:n])
+			i = n
 		}
 		got, want := x.shared(), sharedValues(holds)
 		if !reflect.DeepEqual(got.found, want.found) || !reflect.DeepEqual(got.by, want.by) {
