@@ -224,7 +224,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
-	r.Stats.NearDeadline = nearDeadline(p.holds) + fs.nearDeadlines()
+	r.Stats.NearDeadline = nearDeadline(p.holds) + fs.nearDeadlines(p)
 	r.Stats.LatencyOK = latency(&p.okLat)
 	r.Stats.LatencyAll = latency(&p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {

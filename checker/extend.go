@@ -133,15 +133,16 @@ func lateRenewal(h *hold, deadline int64, e *history.Event) LateExtend {
 func nearDeadline(holds []hold) int {
 	n := 0
 	for i := range holds {
-		h := &holds[i]
-		if h.dead || h.EndedBy != endRelease || h.Deadline == Never {
-			continue
-		}
-		if 10*(h.Deadline-h.End) <= h.Deadline-h.Start {
+		if nearDeadlineHold(&holds[i]) {
 			n++
 		}
 	}
 	return n
+}
+
+// nearDeadlineHold reports whether h was released within the last tenth of its validity.
+func nearDeadlineHold(h *hold) bool {
+	return !h.dead && h.EndedBy == endRelease && h.Deadline != Never && 10*(h.Deadline-h.End) <= h.Deadline-h.Start
 }
 
 // leaseEvent is step 1 for the completion e of a release or extend invoked at inv, recent being

@@ -254,7 +254,6 @@ func (pr *parser) absorb(F []hold) {
 		s.segsByKey[segs[i].key(F)]++
 		s.ops += segs[i].ops()
 	}
-	s.nearDeadline += nearDeadline(F)
 	pr.absorbFaults(F)
 	s.values.addAll(F)
 	ivs := map[string][][2]int64{}
@@ -262,7 +261,7 @@ func (pr *parser) absorb(F []hold) {
 		h := &F[i]
 		id := p.base + int32(i)
 		if _, pinned := pr.pinnedIDs[id]; !pinned {
-			s.overrun(id, h, pr.folding.limit)
+			s.settled(id, h, pr.folding.limit)
 		}
 		switch {
 		case h.dead:
@@ -324,7 +323,7 @@ func (s *foldSums) withRegrants(rgs []Regrant) []Regrant {
 }
 
 // segCount, holdCount and nearDeadlines are the folded holds' segments, holds and holds released
-// near their deadline (0 for none folded).
+// near their deadline, the pinned ones as they are now (0 for none folded).
 func (s *foldSums) segCount() int {
 	if s == nil {
 		return 0
@@ -339,11 +338,17 @@ func (s *foldSums) holdCount() int {
 	return s.holds
 }
 
-func (s *foldSums) nearDeadlines() int {
+func (s *foldSums) nearDeadlines(p *parsed) int {
 	if s == nil {
 		return 0
 	}
-	return s.nearDeadline
+	n := s.nearDeadline
+	for _, h := range p.pinned {
+		if nearDeadlineHold(h) {
+			n++
+		}
+	}
+	return n
 }
 
 // wholeIndex is the place the unfolded segment i of key k has among every segment: each key's
@@ -410,6 +415,22 @@ func (s *foldSums) tokenBest(k string, p *parsed) (*hold, bool) {
 		return h, true
 	}
 	return &b.h, true
+}
+
+// settled takes what a folded hold gives once nothing can change it any more: its overrun (its
+// work may end later), whether it was released near its deadline (an extend may still move a
+// released lease's deadline), and the state its fencing token is compared in.
+func (s *foldSums) settled(id int32, h *hold, limit int) {
+	if nearDeadlineHold(h) {
+		s.nearDeadline++
+	}
+	for k, b := range s.tokens {
+		if b.id == id {
+			b.h = *h
+			s.tokens[k] = b
+		}
+	}
+	s.overrun(id, h, limit)
 }
 
 // overrun records hold id's overrun, if it has one, keeping the 2*limit smallest ids.
@@ -564,7 +585,7 @@ func (pr *parser) dropHolds(k int) {
 	}
 	for id, h := range p.pinned {
 		if pinned[id] == nil {
-			s.overrun(id, h, pr.folding.limit)
+			s.settled(id, h, pr.folding.limit)
 		}
 	}
 	p.pinned = pinned
