@@ -262,7 +262,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.
 	r.Resource = checkResource(st, p.holds, r.Faults, opts)
 	if r.Resource != nil && fs != nil && fs.resourceAfter {
-		r.Resource.Errors = append(r.Resource.Errors, "the run's plan says workload mutex, yet reads or writes of a resource came after holds were folded, so the resource check did not see every hold: check the history with lockpick check --no-fold")
+		r.Resource.Errors = append(r.Resource.Errors, "the first read or write of the resource came after the check had folded holds away (the history has no run plan, or its plan says workload mutex), so the resource check did not see every hold: give the history a run plan (its first event) with workload counter")
 		r.Resource.Valid = Unknown
 	}
 	if r.Resource != nil {

@@ -26,8 +26,10 @@ import (
 // (pinned) until they leave them. What a pinned hold can still change (its work's end, its extends,
 // whether its release came back ok) changes only findings that are taken from it when it leaves.
 //
-// Folding needs a run plan with the mutex workload (a counter run's resource check looks holds up
-// by process at every read and write), no fault operation in flight (the folded holds are tallied
+// Folding needs no read or write of a resource so far, and a run plan, if the history has one,
+// with the mutex workload: a counter run's resource check looks holds up by process at every read
+// and write (a history with no plan whose first read or write comes after a fold gets an unknown
+// resource verdict that says so). It also needs no fault operation in flight (the folded holds are tallied
 // against the fault windows so far: see absorbFaults), and enough porcupine operations that the
 // visualization shows failed segments only.
 // A whole-history check (CheckLog) never folds; the streamed check must give the same result, to
@@ -106,8 +108,14 @@ func (pr *parser) maybeFold() {
 	if f.every <= 0 || f.blocked || len(pr.p.holds) < f.next {
 		return
 	}
+	before := pr.p.base
 	pr.fold()
 	f.next = len(pr.p.holds) + f.every
+	if pr.p.base == before {
+		// Nothing folded (a hold that lasts, a fault in flight): look again only once the holds
+		// grew by half, so that looking costs O(n log n) over a run rather than O(n^2).
+		f.next = len(pr.p.holds) + max(f.every, len(pr.p.holds)/2)
+	}
 }
 
 // foldable reports whether the run allows folding at all (see the top of this file).
@@ -122,7 +130,7 @@ func (pr *parser) foldable() bool {
 		}
 	}
 	pl := st.at(0).Plan
-	return pl != nil && pl.Workload == "mutex"
+	return pl == nil || pl.Workload == "mutex"
 }
 
 func (pr *parser) fold() {
@@ -151,7 +159,9 @@ func (pr *parser) fold() {
 	}
 	if p.folded == nil {
 		p.folded = newFoldSums()
-		pr.planExpiry = pr.st.at(0).Plan.Expiry
+		if pl := pr.st.at(0).Plan; pl != nil {
+			pr.planExpiry = pl.Expiry
+		}
 	}
 	pr.foldCulprits(now, minInvoke(p.holds[k:], cut))
 	pr.pinnedIDs = pr.referenced(p.base + int32(k))

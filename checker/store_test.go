@@ -178,14 +178,14 @@ func TestFoldingKeepsTheResult(t *testing.T) {
 		// hold that lasts, stops its folding.
 		least int
 	}{
-		{"generated", func() []history.Event { return Generate(rng.Int63(), 2000+rng.Intn(3000), 2+rng.Intn(4)) }, 2},
+		{"generated", func() []history.Event { return Generate(rng.Int63(), 1000+rng.Intn(3000), 2+rng.Intn(4)) }, 2},
 		{"random", func() []history.Event { return randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(300)) }, 4},
 		{"reentrant", func() []history.Event { return reentrantHistory(rng) }, 4},
 		{"shared values", func() []history.Event { return fewValues(randomHistory(rng, 2+rng.Intn(4), 1, 50+rng.Intn(300))) }, 4},
 	}
 	for _, k := range kinds {
 		var hists, folding, folded int
-		for range 150 {
+		for range 80 {
 			n := checkFolded(t, k.gen(), Options{})
 			hists++
 			if n > 0 {

@@ -133,6 +133,15 @@ func (x *valueIndex) addAll(holds []hold) {
 	earlier := make([]*valueEntry, len(batch))
 	for r := range x.runs {
 		run := x.runs[r]
+		if 16*len(batch) < len(run) {
+			// A small batch (a test's fold after every grant): a search in the run for each.
+			for i := range batch {
+				if j, ok := slices.BinarySearchFunc(run, &batch[i].e, func(a valueEntry, b *valueEntry) int { return compareEntries(&a, b) }); ok {
+					earlier[i] = &run[j]
+				}
+			}
+			continue
+		}
 		j := 0
 		for i := range batch {
 			for j < len(run) && compareEntries(&run[j], &batch[i].e) < 0 {
