@@ -10,9 +10,11 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
@@ -37,6 +39,9 @@ type Options struct {
 
 	// alwaysPorcupine sends every segment to porcupine, even those it decides without (tests).
 	alwaysPorcupine bool
+	// foldEvery is how many holds a streamed check takes between looks for a fold (fold.go): 0 for
+	// foldEvery, negative for never (tests).
+	foldEvery int
 }
 
 // The defaults of Options.
@@ -106,9 +111,16 @@ type Source interface {
 
 // CheckSource is CheckFile on the history s reads.
 func CheckSource(s Source, opts Options) (*Result, error) {
+	r, _, err := checkSource(s, opts)
+	return r, err
+}
+
+// checkSource is CheckSource, with how many holds it folded (fold.go).
+func checkSource(s Source, opts Options) (*Result, int, error) {
 	began := time.Now()
 	st := streamStore()
 	v, pr := newValidator(st), newParser(st)
+	pr.foldStart(opts.withDefaults())
 	for s.Scan() {
 		if opts.Observe != nil {
 			opts.Observe(s.Event())
@@ -121,17 +133,19 @@ func CheckSource(s Source, opts Options) (*Result, error) {
 			for s.Scan() {
 			}
 			if s.Err() != nil {
-				return nil, s.Err()
+				return nil, 0, s.Err()
 			}
-			return nil, err
+			return nil, 0, err
 		}
 		pr.event(i)
 		st.settle()
+		pr.maybeFold()
 	}
 	if s.Err() != nil {
-		return nil, s.Err()
+		return nil, 0, s.Err()
 	}
-	return finish(st, v.run, pr.finish(), s.Truncated(), opts, true, began), nil
+	p := pr.finish()
+	return finish(st, v.run, p, s.Truncated(), opts, true, began), p.folded.holdCount(), nil
 }
 
 // check is CheckLog with quiet-point splitting optional, so tests can show splitting changes nothing.
@@ -170,12 +184,13 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	// Step 2: lock-level check with porcupine, one segment at a time.
 	model := lockModel(p.holds)
 	segs := segmentsOf(p.holds, keys, byKey, split)
-	r.Segments = len(segs)
+	fs := p.folded
+	r.Segments = len(segs) + fs.segCount()
 	porcStart := time.Now()
 	out := checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine)
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, len(segs)))
+		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, r.Segments))
 	}
 	if out.tooLarge > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d segments had more than %d porcupine operations (acquires that queue hand the lock on with no gap to cut at); the interval sweep decided them alone", out.tooLarge, maxSegmentOps))
@@ -202,29 +217,34 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	}
 
 	// Step 4: the lock-level verdict.
-	r.Valid, r.DecidedBy = decide(p.holds, segs, out, r.ViolationCount, &r.Errors)
+	r.Valid, r.DecidedBy = decide(p.holds, segs, fs, out, r.ViolationCount, &r.Errors)
 
 	// Step 5: overruns.
-	r.findOverruns(p.holds, opts.MaxViolations)
+	r.findOverruns(p, opts.MaxViolations)
 
 	// Step 6: statistics and fault windows.
 	r.Stats = p.stats
-	r.Stats.NearDeadline = nearDeadline(p.holds)
+	r.Stats.NearDeadline = nearDeadline(p.holds) + fs.nearDeadlines(p)
 	r.Stats.LatencyOK = latency(&p.okLat)
 	r.Stats.LatencyAll = latency(&p.allLat)
 	if n := r.Stats.Acquires.Total(); n > 0 {
 		r.Stats.AcquiresOKShare = float64(r.Stats.Acquires.OK) / float64(n)
 	}
 	evKeys := evidenceKeys(run, &r.Stats)
-	availability(&r.Stats, p.holds, evKeys, p.last, r.Stats.Duration)
+	availability(&r.Stats, p.holds, fs, evKeys, p.last, r.Stats.Duration)
 	r.Faults = faultWindows(st, p)
 	if r.Faults == nil {
 		r.Faults = []FaultWindow{}
 	}
 	r.Stats.OKInFaults, r.Stats.OKOutsideFaults = faultSplit(p.holds, r.Faults)
 	r.Stats.OKWhollyInFaults = whollyInFaults(p.holds, r.Faults)
-	r.Stats.Regrants = regrants(p.holds, r.Faults)
-	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds)
+	r.Stats.Regrants = fs.withRegrants(regrants(p.holds, r.Faults))
+	if fs != nil {
+		r.Stats.OKInFaults += fs.inFaults
+		r.Stats.OKOutsideFaults += fs.outFaults
+		r.Stats.OKWhollyInFaults += fs.whollyInFaults
+	}
+	r.Stats.Promised, r.Stats.Unbounded = promised(p.holds, fs)
 	r.ClientExits = clientExits(st, p, opts.MaxViolations)
 
 	// Step 6b: the lock's fencing tokens must only go up.
@@ -241,6 +261,10 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 
 	// Step 6c: the data the lock protects (counter workload), and the run's verdict from both.
 	r.Resource = checkResource(st, p.holds, r.Faults, opts)
+	if r.Resource != nil && fs != nil && fs.resourceAfter {
+		r.Resource.Errors = append(r.Resource.Errors, "the first read or write of the resource came after the check had folded holds away (the history has no run plan, or its plan says workload mutex), so the resource check did not see every hold: give the history a run plan (its first event) with workload counter")
+		r.Resource.Valid = Unknown
+	}
 	if r.Resource != nil {
 		r.Valid = combine(r.LockValid, r.Resource.Valid)
 	}
@@ -264,7 +288,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	if timeout > 0 {
 		budget = max(timeout-time.Since(porcStart), timeout/10)
 	}
-	r.prepareVisualization(model, p.holds, segs, segOf, opts.MaxVisualizedOps, budget)
+	r.prepareVisualization(model, p.holds, segs, segOf, fs, opts.MaxVisualizedOps, budget)
 
 	r.CheckDuration = time.Since(began)
 	return r
@@ -272,7 +296,25 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 
 // findOverruns lists holds whose protected work ended after the lease's deadline (step 5). A lease
 // that expired on arrival has no hold, but work under it is an overrun all the same.
-func (r *Result) findOverruns(holds []hold, limit int) {
+func (r *Result) findOverruns(p *parsed, limit int) {
+	if fs := p.folded; fs != nil {
+		// Folded holds come first (smaller ids): those folded, and those still pinned, whose
+		// work could end late until the end.
+		os := slices.Clone(fs.overruns)
+		n := fs.overrunN
+		for id, h := range p.pinned {
+			if h.WorkEnd != 0 && h.Deadline != Never && h.WorkEnd > h.Deadline {
+				os = append(os, foldedOverrun{id: id, o: overrunOf(h)})
+				n++
+			}
+		}
+		slices.SortFunc(os, func(a, b foldedOverrun) int { return cmp.Compare(a.id, b.id) })
+		r.OverrunCount += n
+		for _, o := range os[:min(len(os), limit)] {
+			r.Overruns = append(r.Overruns, o.o)
+		}
+	}
+	holds := p.holds
 	for i := range holds {
 		h := &holds[i]
 		if h.WorkEnd == 0 || h.Deadline == Never || h.WorkEnd <= h.Deadline {
@@ -280,11 +322,16 @@ func (r *Result) findOverruns(holds []hold, limit int) {
 		}
 		r.OverrunCount++
 		if len(r.Overruns) < limit {
-			o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
-			o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
-			r.Overruns = append(r.Overruns, o)
+			r.Overruns = append(r.Overruns, overrunOf(h))
 		}
 	}
+}
+
+// overrunOf is the overrun of h, whose work ended past its deadline.
+func overrunOf(h *hold) Overrun {
+	o := Overrun{Key: h.key, Process: h.Process, Value: h.Value, Deadline: h.Deadline, WorkEnd: h.WorkEnd, Past: h.WorkEnd - h.Deadline}
+	o.Description = fmt.Sprintf("key %s: p%d worked until %s, %s past its deadline %s", o.Key, o.Process, FormatTime(o.WorkEnd), FormatSpan(o.Past), FormatTime(o.Deadline))
+	return o
 }
 
 // weighEvidence gathers the evidence (step 7): a valid verdict without enough of it becomes unknown,

@@ -461,7 +461,7 @@ func TestDecide(t *testing.T) {
 	}
 	for i, c := range cases {
 		var errs []string
-		got, by := decide([]hold{{key: "k"}}, c.segs, c.out, c.overlaps, &errs)
+		got, by := decide([]hold{{key: "k"}}, c.segs, nil, c.out, c.overlaps, &errs)
 		if got != c.want || len(errs) != c.errs || by != c.by {
 			t.Errorf("case %d: got %s with %d errors by %q, want %s with %d by %q", i, got, len(errs), by, c.want, c.errs, c.by)
 		}

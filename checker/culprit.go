@@ -59,9 +59,11 @@ type Culprit struct {
 // be named once the holds are known. There is one per ok release, so it is 40 bytes: the key and
 // value are its hold's, and only a release that named no hold keeps its own (in culprits.foreign).
 type relOp struct {
-	hold      int32 // the released hold, -1 when the release named no hold of its process
-	foreign   int32 // for hold -1, its key and value's place in culprits.foreign
-	process   int
+	hold    int32 // the released hold, -1 when the release named no hold of its process
+	foreign int32 // for hold -1, its key and value's place in culprits.foreign
+	process int32
+	// named: a fold already counted it among the late releases, and named it if it was one.
+	named     bool
 	inv, comp int64
 	deadline  int64 // the released lease's deadline, renewals included (Never: none)
 }
@@ -69,14 +71,14 @@ type relOp struct {
 // relKey and relValue are the key and value the release o acted on.
 func (c *culprits) relKey(p *parsed, o *relOp) string {
 	if o.hold >= 0 {
-		return p.holds[o.hold].key
+		return p.at(o.hold).key
 	}
 	return c.foreign[o.foreign].key
 }
 
 func (c *culprits) relValue(p *parsed, o *relOp) string {
 	if o.hold >= 0 {
-		return p.holds[o.hold].Value
+		return p.at(o.hold).Value
 	}
 	return c.foreign[o.foreign].value
 }
@@ -90,8 +92,10 @@ type keyTrack struct {
 	inflight int     // acquires of the key invoked and not completed
 	live     []int32 // granted holds whose key may still be on the servers
 	pruned   int     // len(live) after its last pruning, so pruning stays amortized O(1) a grant
-	// last is the latest ok release of the key (-1 for none), reported once it kept the key.
-	last     int
+	// last is the latest ok release of the key (if hasLast), reported once it kept the key; a copy,
+	// so that folding the list of releases (fold.go) leaves it.
+	last     relOp
+	hasLast  bool
 	reported bool
 	// stray is until when a key set by an acquire that failed or timed out may still exist.
 	stray int64
@@ -147,7 +151,7 @@ func (c *culprits) plan() {
 }
 
 func (c *culprits) key(k string) *keyTrack {
-	return c.lastKey.get(c.keys, k, func() *keyTrack { return &keyTrack{last: -1} })
+	return c.lastKey.get(c.keys, k, func() *keyTrack { return &keyTrack{} })
 }
 
 // invoked sees a client invoke.
@@ -198,7 +202,7 @@ func (c *culprits) after(t int64) int64 {
 
 // granted sees the new hold id (an ok acquire that was no re-entry).
 func (c *culprits) granted(p *parsed, id int32) {
-	h := &p.holds[id]
+	h := p.at(id)
 	t := c.key(h.key)
 	n := "*"
 	if len(h.nodes()) == 1 {
@@ -213,7 +217,7 @@ func (c *culprits) granted(p *parsed, id int32) {
 	}
 	if len(t.live) >= 2*t.pruned+64 {
 		// Leases that expired unreleased would otherwise pile up, and every release scans them.
-		t.live = slices.DeleteFunc(t.live, func(o int32) bool { return c.horizon(&p.holds[o])+int64(60e9) < h.Start })
+		t.live = slices.DeleteFunc(t.live, func(o int32) bool { return c.horizon(p.at(o))+int64(60e9) < h.Start })
 		t.pruned = len(t.live)
 	}
 	t.live = append(t.live, id)
@@ -230,10 +234,10 @@ func (c *culprits) horizon(h *hold) int64 {
 // leaseOp sees the completion e of a release or extend invoked at inv, recent being its process's
 // latest holds, before the parser applies it.
 func (c *culprits) leaseOp(p *parsed, recent []int32, inv, e *history.Event) {
-	k := findLease(len(recent), func(k int) *hold { return &p.holds[recent[k]] }, inv.Key, inv.Value)
+	k := findLease(len(recent), func(k int) *hold { return p.at(recent[k]) }, inv.Key, inv.Value)
 	if e.F == history.FExtend {
 		if k >= 0 {
-			h := &p.holds[recent[k]]
+			h := p.at(recent[k])
 			if h.Deadline != Never && 10*(h.Deadline-inv.Time) <= h.granted-h.Start {
 				c.nearExtends++
 			}
@@ -243,16 +247,16 @@ func (c *culprits) leaseOp(p *parsed, recent []int32, inv, e *history.Event) {
 	if e.Type != history.OK || inv.Depth > 1 {
 		return // a failed release changed nothing; an inner level of a reentrant hold frees nothing
 	}
-	op := relOp{hold: -1, process: e.Process, inv: inv.Time, comp: e.Time, deadline: Never}
+	op := relOp{hold: -1, process: int32(e.Process), inv: inv.Time, comp: e.Time, deadline: Never}
 	if k < 0 {
 		op.foreign = int32(len(c.foreign))
 		c.foreign = append(c.foreign, keyValue{inv.Key, inv.Value})
 	} else {
-		h := &p.holds[recent[k]]
+		h := p.at(recent[k])
 		op.hold, op.deadline = recent[k], h.Deadline
 		t := c.key(h.key)
 		t.live = slices.DeleteFunc(t.live, func(id int32) bool { return id == recent[k] })
-		t.last, t.reported = len(c.releases), false
+		t.last, t.hasLast, t.reported = op, true, false
 	}
 	c.releases = append(c.releases, op)
 }
@@ -262,11 +266,11 @@ func (c *culprits) leaseOp(p *parsed, recent []int32, inv, e *history.Event) {
 // key, and no other lease, acquire in flight or acquire of unknown outcome could hold it, the
 // release left the key behind.
 func (c *culprits) refused(p *parsed, t *keyTrack, key string, inv, e *history.Event) {
-	if t.last < 0 || t.reported || t.inflight > 0 || t.stray > inv.Time {
+	if !t.hasLast || t.reported || t.inflight > 0 || t.stray > inv.Time {
 		return
 	}
-	op := &c.releases[t.last]
-	h := &p.holds[op.hold]
+	op := &t.last
+	h := p.at(op.hold)
 	// Had the release done nothing, the key would surely still be there until the lease's
 	// deadline, and until a TTL after it was asked for.
 	until := h.Deadline
@@ -276,15 +280,15 @@ func (c *culprits) refused(p *parsed, t *keyTrack, key string, inv, e *history.E
 	if op.comp >= inv.Time || inv.Time >= until {
 		return
 	}
-	t.live = slices.DeleteFunc(t.live, func(id int32) bool { return c.horizon(&p.holds[id])+int64(60e9) < e.Time })
+	t.live = slices.DeleteFunc(t.live, func(id int32) bool { return c.horizon(p.at(id))+int64(60e9) < e.Time })
 	for _, id := range t.live {
-		if c.horizon(&p.holds[id]) > inv.Time {
+		if c.horizon(p.at(id)) > inv.Time {
 			return
 		}
 	}
 	t.reported = true
 	c.kept = append(c.kept, Culprit{
-		Kind: CulpritKeptKey, Key: key, Process: op.process, F: history.FRelease, Value: c.relValue(p, op),
+		Kind: CulpritKeptKey, Key: key, Process: int(op.process), F: history.FRelease, Value: c.relValue(p, op),
 		Invoke: op.inv, Completed: op.comp, Deadline: until, Other: e.Process, OtherAt: inv.Time,
 	})
 }
@@ -297,20 +301,25 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 	_, byKey := keyOrder(p.holds)
 	ix := holdIndex{holds: p.holds, byKey: byKey}
 	var found []Culprit
+	fs := p.folded
+	if fs != nil {
+		// Named when their releases were folded, which came before every release still listed.
+		r.LateReleaseCount += fs.lateN
+		for _, l := range fs.late {
+			found = append(found, describeLateRelease(l.u, r.Faults, l.holdInvoke))
+		}
+	}
 	for i := range c.releases {
 		op := &c.releases[i]
-		if !op.late() {
+		if op.named || !op.late() {
 			continue
 		}
 		r.LateReleaseCount++
 		key := c.relKey(p, op)
-		if o := ix.holderDuring(key, op.process, op.inv, op.comp); o != nil {
-			u := Culprit{Kind: CulpritLateRelease, Key: key, Process: op.process, F: history.FRelease, Value: c.relValue(p, op),
+		if o := ix.holderDuring(key, int(op.process), op.inv, op.comp); o != nil {
+			u := Culprit{Kind: CulpritLateRelease, Key: key, Process: int(op.process), F: history.FRelease, Value: c.relValue(p, op),
 				Invoke: op.inv, Completed: op.comp, Deadline: op.deadline, Past: op.inv - op.deadline, Other: o.Process, OtherAt: o.Start}
-			u.Cause = faultsBetween(r.Faults, p.holds[op.hold].Invoke, op.comp)
-			u.Description = fmt.Sprintf("key %s: p%d's release at %s, %s after its lease ended at %s, succeeded while p%d held the key (granted at %s): it probably deleted p%d's key; faults: %s",
-				u.Key, u.Process, FormatTime(u.Invoke), FormatSpan(u.Past), FormatTime(u.Deadline), u.Other, FormatTime(u.OtherAt), u.Other, u.Cause)
-			found = append(found, u)
+			found = append(found, describeLateRelease(u, r.Faults, p.at(op.hold).Invoke))
 		}
 	}
 	for _, u := range c.kept {
@@ -319,7 +328,13 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 			u.Key, u.Process, FormatTime(u.Invoke), u.Other, FormatTime(u.OtherAt), u.Process, FormatTime(u.Deadline), u.Process, u.Cause)
 		found = append(found, u)
 	}
-	shared := sharedValues(p.holds)
+	var shared shared
+	if fs != nil {
+		fs.values.addAll(p.holds)
+		shared = fs.values.shared()
+	} else {
+		shared = sharedValues(p.holds)
+	}
 	for _, u := range shared.found {
 		found = append(found, u)
 	}
@@ -334,8 +349,15 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 
 	for i := range r.LateExtends {
 		l := &r.LateExtends[i]
-		if o := ix.holderDuring(l.Key, l.Process, l.Invoke, l.Completed); o != nil {
-			l.Description += fmt.Sprintf(" while p%d held the key (granted at %s)", o.Process, FormatTime(o.Start))
+		var at holderAt
+		switch o := ix.holderDuring(l.Key, l.Process, l.Invoke, l.Completed); {
+		case fs != nil && i < len(fs.holders):
+			at = fs.holders[i] // found at a fold, while the holds it may name were there
+		case o != nil:
+			at = holderAt{ok: true, process: o.Process, start: o.Start}
+		}
+		if at.ok {
+			l.Description += fmt.Sprintf(" while p%d held the key (granted at %s)", at.process, FormatTime(at.start))
 		}
 	}
 	if r.Resource != nil {
@@ -358,6 +380,15 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 			v.Cause = strings.TrimSuffix(what+"; "+v.Cause, "; ")
 		}
 	}
+}
+
+// describeLateRelease gives the late release u, whose lease was asked for at holdInvoke, its
+// cause and description.
+func describeLateRelease(u Culprit, faults []FaultWindow, holdInvoke int64) Culprit {
+	u.Cause = faultsBetween(faults, holdInvoke, u.Completed)
+	u.Description = fmt.Sprintf("key %s: p%d's release at %s, %s after its lease ended at %s, succeeded while p%d held the key (granted at %s): it probably deleted p%d's key; faults: %s",
+		u.Key, u.Process, FormatTime(u.Invoke), FormatSpan(u.Past), FormatTime(u.Deadline), u.Other, FormatTime(u.OtherAt), u.Other, u.Cause)
+	return u
 }
 
 // faultFree reports whether no fault explains violation v: none was in effect from the first ask
@@ -515,7 +546,7 @@ func (c *culprits) remover(p *parsed, first, second *hold) string {
 	j := sort.Search(len(c.releases), func(j int) bool { return c.releases[j].comp > first.Invoke })
 	for ; j < len(c.releases) && c.releases[j].inv < second.Start+int64(60e9); j++ {
 		op := &c.releases[j]
-		if c.relKey(p, op) != first.key || op.process == first.Process || op.inv >= second.Start || op.inv <= bestAt {
+		if c.relKey(p, op) != first.key || int(op.process) == first.Process || op.inv >= second.Start || op.inv <= bestAt {
 			continue
 		}
 		var what string

@@ -40,6 +40,9 @@ type Edges struct {
 func edgesOf(run runInfo, p *parsed, s *Stats, applied []NemesisEvidence) *Edges {
 	ed := &Edges{NearDeadline: s.NearDeadline, TimedOut: s.Acquires.Info + s.Releases.Info + s.Extends.Info,
 		Extends: s.Extends.Total(), NearExtends: p.cul.nearExtends}
+	if fs := p.folded; fs != nil {
+		ed.ToDeadline, ed.PastExpiry = fs.toDeadline, fs.pastExpiry
+	}
 	for i := range p.holds {
 		if h := &p.holds[i]; !h.dead && h.EndedBy == endExpiry && h.Deadline != Never {
 			ed.ToDeadline++

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ func gatherEvidence(st *store, run runInfo, p *parsed, keys []string) (Evidence,
 	}
 
 	grants := map[string]int{}
+	if p.folded != nil {
+		maps.Copy(grants, p.folded.grants)
+	}
 	for i := range p.holds {
 		if !p.holds[i].dead {
 			grants[p.holds[i].key]++

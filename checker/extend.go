@@ -95,14 +95,14 @@ func (l LateExtend) Kind() string {
 
 // extendHold applies the ok extend e (invoked at inv) to the process's recent holds (step 1) by
 // renewHold's rule, and returns it as a LateExtend when it came after its lease had ended.
-func extendHold(holds []hold, recent []int32, inv, e *history.Event) *LateExtend {
-	k := findLease(len(recent), func(k int) *hold { return &holds[recent[k]] }, inv.Key, inv.Value)
+func extendHold(at func(int32) *hold, recent []int32, inv, e *history.Event) *LateExtend {
+	k := findLease(len(recent), func(k int) *hold { return at(recent[k]) }, inv.Key, inv.Value)
 	late := &LateExtend{Key: inv.Key, Process: e.Process, Value: inv.Value, F: history.FExtend, Invoke: inv.Time, Completed: e.Time, NewDeadline: e.Deadline}
 	if k < 0 {
 		late.Description = fmt.Sprintf("key %s: p%d's extend completed ok at %s, but the process held no such lease", late.Key, late.Process, FormatTime(e.Time))
 		return late
 	}
-	h := &holds[recent[k]]
+	h := at(recent[k])
 	late.Deadline = h.Deadline
 	if !renewHold(h, e.Time, e.Deadline) {
 		if !h.dead && e.Time <= h.Deadline {
@@ -133,15 +133,16 @@ func lateRenewal(h *hold, deadline int64, e *history.Event) LateExtend {
 func nearDeadline(holds []hold) int {
 	n := 0
 	for i := range holds {
-		h := &holds[i]
-		if h.dead || h.EndedBy != endRelease || h.Deadline == Never {
-			continue
-		}
-		if 10*(h.Deadline-h.End) <= h.Deadline-h.Start {
+		if nearDeadlineHold(&holds[i]) {
 			n++
 		}
 	}
 	return n
+}
+
+// nearDeadlineHold reports whether h was released within the last tenth of its validity.
+func nearDeadlineHold(h *hold) bool {
+	return !h.dead && h.EndedBy == endRelease && h.Deadline != Never && 10*(h.Deadline-h.End) <= h.Deadline-h.Start
 }
 
 // leaseEvent is step 1 for the completion e of a release or extend invoked at inv, recent being
@@ -150,19 +151,19 @@ func (p *parsed) leaseEvent(recent []int32, inv, e *history.Event) {
 	if e.F == history.FRelease {
 		p.stats.Releases.add(e.Type)
 		if e.Type == history.OK {
-			if k := findLease(len(recent), func(k int) *hold { return &p.holds[recent[k]] }, inv.Key, inv.Value); k >= 0 {
-				p.holds[recent[k]].released = true
+			if k := findLease(len(recent), func(k int) *hold { return p.at(recent[k]) }, inv.Key, inv.Value); k >= 0 {
+				p.at(recent[k]).released = true
 			}
 		}
 	} else {
 		p.stats.Extends.add(e.Type)
 	}
 	if e.F == history.FExtend && e.Type == history.OK {
-		if late := extendHold(p.holds, recent, inv, e); late != nil {
+		if late := extendHold(p.at, recent, inv, e); late != nil {
 			p.lateExtends = append(p.lateExtends, *late)
 		}
 	}
-	if l := lostAt(len(recent), func(k int) *hold { return &p.holds[recent[k]] }, inv, e); l != nil {
+	if l := lostAt(len(recent), func(k int) *hold { return p.at(recent[k]) }, inv, e); l != nil {
 		p.earlyLosses = append(p.earlyLosses, *l)
 	}
 }

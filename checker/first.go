@@ -124,9 +124,12 @@ func regrants(holds []hold, wins []FaultWindow) []Regrant {
 }
 
 // promised is the validity each hold was promised at its grant, and how many holds had no deadline.
-func promised(holds []hold) (Latency, int) {
+func promised(holds []hold, fs *foldSums) (Latency, int) {
 	var ns latencies
 	unbounded := 0
+	if fs != nil {
+		ns, unbounded = fs.promised, fs.unbounded // the end's last use of them
+	}
 	for i := range holds {
 		h := &holds[i]
 		switch {

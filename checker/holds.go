@@ -97,7 +97,13 @@ type nemOp struct{ inv, comp int }
 
 // parsed is what step 1 extracts from a history.
 type parsed struct {
-	holds   []hold
+	// holds are the holds not yet folded (see fold.go): hold id base+i is holds[i]. Folded holds
+	// that the stream may still touch are in pinned; at finds either.
+	holds  []hold
+	base   int32
+	pinned map[int32]*hold
+	// folded is what the folds took in (nil: none happened).
+	folded  *foldSums
 	nemesis []int // indexes of nemesis events, in time order
 	roles   []int // indexes of the system's role changes, in time order
 	nemOps  []nemOp
@@ -119,6 +125,17 @@ type parsed struct {
 	live map[string]*keyLive
 	// cul is what the culprit findings and the edge evidence need (see culprits).
 	cul *culprits
+}
+
+// at is hold id: a hold not yet folded, or a folded one the stream still refers to.
+func (p *parsed) at(id int32) *hold {
+	if id >= p.base {
+		return &p.holds[id-p.base]
+	}
+	if h := p.pinned[id]; h != nil {
+		return h
+	}
+	panic("checker: hold folded while still referred to") // a reference fold.go's pinning missed
 }
 
 // Step 1 helpers shared with the Monitor, so the online and offline checks agree on what a hold is.
@@ -227,6 +244,13 @@ type parser struct {
 	// lastCounts and lastLive remember the last key's entries of byKey and p.live.
 	lastCounts lastKey[Counts]
 	lastLive   lastKey[keyLive]
+
+	// folding is how a streamed check folds its holds (fold.go); resourceSeen is set at the first
+	// read or write, planExpiry is the plan's expiry, pinnedIDs the ids the last fold pinned.
+	folding      folding
+	resourceSeen bool
+	planExpiry   int64
+	pinnedIDs    map[int32]struct{}
 }
 
 func newParser(st *store) *parser {
@@ -271,6 +295,12 @@ func (pr *parser) event(i int) {
 	if i == 0 || e.Time > p.last {
 		p.last = e.Time
 	}
+	if isResourceOp(e.F) && !pr.resourceSeen {
+		pr.resourceSeen = true
+		if p.folded != nil {
+			p.folded.resourceAfter = true
+		}
+	}
 
 	if e.Process == history.NemesisProcess {
 		p.nemesis = append(p.nemesis, i)
@@ -312,8 +342,8 @@ func (pr *parser) event(i int) {
 			// The release's invoke ends the hold whatever its outcome: the client has left
 			// its critical section.
 			hs := open.At(e.Process)
-			if j := findLease(len(hs), func(j int) *hold { return &p.holds[hs[j]] }, e.Key, e.Value); j >= 0 {
-				releaseHold(&p.holds[hs[j]], e.Time)
+			if j := findLease(len(hs), func(j int) *hold { return p.at(hs[j]) }, e.Key, e.Value); j >= 0 {
+				releaseHold(p.at(hs[j]), e.Time)
 				open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			} else {
 				pr.strayRelease++
@@ -385,8 +415,8 @@ func (pr *parser) event(i int) {
 			at = inv.Time
 		}
 		r := recent.At(e.Process)
-		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, inv.Key, ""); k >= 0 {
-			h := &p.holds[r[k]]
+		if k := findLease(len(r), func(k int) *hold { return p.at(r[k]) }, inv.Key, ""); k >= 0 {
+			h := p.at(r[k])
 			h.WorkEnd = max(h.WorkEnd, at)
 		} else {
 			pr.strayWork++
@@ -403,8 +433,8 @@ func (pr *parser) event(i int) {
 			value = e.Value
 		}
 		r := recent.At(e.Process)
-		if k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, key, value); k >= 0 {
-			h := &p.holds[r[k]]
+		if k := findLease(len(r), func(k int) *hold { return p.at(r[k]) }, key, value); k >= 0 {
+			h := p.at(r[k])
 			h.WorkEnd = max(h.WorkEnd, e.Time)
 		} else {
 			pr.strayWork++
@@ -440,7 +470,7 @@ func (pr *parser) crashed(nodes []string, at int64) {
 			continue
 		}
 		for _, id := range pr.open.At(pid) {
-			h := &pr.p.holds[id]
+			h := pr.p.at(id)
 			if h.dead || h.End <= at {
 				continue
 			}
@@ -465,11 +495,11 @@ func processOf(n string) (int, bool) {
 // and returns its id.
 func (pr *parser) grant(h hold) int32 {
 	p := pr.p
-	id := int32(len(p.holds))
+	id := p.base + int32(len(p.holds))
 	p.holds = append(p.holds, h)
 	p.cul.granted(p, id)
 	op := pr.open.At(h.Process)
-	op = dropExpired(op, func(j int) *hold { return &p.holds[op[j]] }, h.Start)
+	op = dropExpired(op, func(j int) *hold { return p.at(op[j]) }, h.Start)
 	pr.open.Put(h.Process, append(op, id))
 	r := append(pr.recent.At(h.Process), id)
 	if len(r) > recentHolds {
@@ -487,13 +517,13 @@ func (pr *parser) grant(h hold) int32 {
 func (pr *parser) revive(l *LateExtend) {
 	p := pr.p
 	r := pr.recent.At(l.Process)
-	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, l.Key, l.Value)
+	k := findLease(len(r), func(k int) *hold { return p.at(r[k]) }, l.Key, l.Value)
 	dl := effectiveDeadline(l.NewDeadline)
 	h := hold{key: l.Key, Process: l.Process, Value: l.Value, Invoke: l.Invoke, Start: l.Completed, Deadline: dl}
 	old := int32(-1)
 	if k >= 0 {
 		old = r[k]
-		o := &p.holds[old]
+		o := p.at(old)
 		h.Token, h.extra, h.Validity = o.Token, o.extra, o.Validity
 	}
 	h.granted = dl
@@ -520,14 +550,14 @@ func (pr *parser) revive(l *LateExtend) {
 func (pr *parser) leaseNews(e *history.Event) {
 	p := pr.p
 	r := pr.recent.At(e.Process)
-	k := findLease(len(r), func(k int) *hold { return &p.holds[r[k]] }, e.Key, e.Value)
+	k := findLease(len(r), func(k int) *hold { return p.at(r[k]) }, e.Key, e.Value)
 	if e.F == history.FRenewed {
 		p.stats.Renewals++
 	}
 	if k < 0 {
 		return
 	}
-	h := &p.holds[r[k]]
+	h := p.at(r[k])
 	if e.F == history.FRenewed {
 		// One rule with extends (renewHold): in time it moves the deadline, late it is a finding.
 		if old := h.Deadline; renewHold(h, e.Time, e.Deadline) {
@@ -558,11 +588,11 @@ func (pr *parser) leaseNews(e *history.Event) {
 // there was none, so that the acquire is judged as a hold of its own.
 func (pr *parser) reentered(e *history.Event, key string) bool {
 	hs := pr.open.At(e.Process)
-	j := continued(len(hs), func(j int) *hold { return &pr.p.holds[hs[j]] }, key, e)
+	j := continued(len(hs), func(j int) *hold { return pr.p.at(hs[j]) }, key, e)
 	if j < 0 {
 		return false
 	}
-	reenter(&pr.p.holds[hs[j]], e)
+	reenter(pr.p.at(hs[j]), e)
 	pr.levels.enter(e.Process, hs[j], e.Depth)
 	pr.p.stats.Reentries++
 	return true
@@ -573,11 +603,11 @@ func (pr *parser) reentered(e *history.Event, key string) bool {
 func (pr *parser) lateReentry(e *history.Event, key string) string {
 	pr.p.stats.LateReentries++
 	r := pr.recent.At(e.Process)
-	k := findLease(len(r), func(k int) *hold { return &pr.p.holds[r[k]] }, key, e.Value)
+	k := findLease(len(r), func(k int) *hold { return pr.p.at(r[k]) }, key, e.Value)
 	if k < 0 {
 		return fmt.Sprintf("re-entered at %s (depth %d) holding no earlier lease of the key", FormatTime(e.Time), e.Depth)
 	}
-	return fmt.Sprintf("re-entered at %s (depth %d) after %s", FormatTime(e.Time), e.Depth, endedWord(&pr.p.holds[r[k]]))
+	return fmt.Sprintf("re-entered at %s (depth %d) after %s", FormatTime(e.Time), e.Depth, endedWord(pr.p.at(r[k])))
 }
 
 // leftLevel applies the release invoke e at depth d: the process leaves that level, and the hold
@@ -586,7 +616,7 @@ func (pr *parser) lateReentry(e *history.Event, key string) string {
 func (pr *parser) leftLevel(e *history.Event) bool {
 	p := pr.p
 	id, last, found := pr.levels.leave(e.Process, e.Depth, func(id int32) bool {
-		return matchLease(p.holds[id].key, p.holds[id].Value, e.Key, e.Value)
+		return matchLease(p.at(id).key, p.at(id).Value, e.Key, e.Value)
 	})
 	if !found {
 		return e.Depth > 1 // a level never seen entered (a retry, a retired id's): no hold ends
@@ -597,7 +627,7 @@ func (pr *parser) leftLevel(e *history.Event) bool {
 	hs := pr.open.At(e.Process)
 	for j, o := range hs {
 		if o == id {
-			releaseHold(&p.holds[id], e.Time)
+			releaseHold(p.at(id), e.Time)
 			pr.open.Put(e.Process, append(hs[:j], hs[j+1:]...))
 			break
 		}
@@ -640,7 +670,7 @@ func (pr *parser) finish() *parsed {
 		p.stats.AcquiresByKey[k] = *c
 	}
 	p.stats.Processes = pr.processes.Len()
-	p.stats.Holds = len(p.holds) - expired
+	p.stats.Holds = int(p.base) + len(p.holds) - expired
 	p.stats.ExpiredOnArrival = expired
 	p.stats.Duration = p.last - p.first
 

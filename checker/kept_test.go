@@ -34,10 +34,11 @@ func quietHistory(n int) []byte {
 
 // keptAfterStream is the live heap, in bytes, of what the checker keeps once it has read the
 // history (the parser's holds, findings, statistics and store), before the steps after the stream.
-func keptAfterStream(t *testing.T, data []byte) (kept uint64, holds int) {
+func keptAfterStream(t *testing.T, data []byte, foldEvery int) (kept uint64, holds int) {
 	t.Helper()
 	st := streamStore()
 	v, pr := newValidator(st), newParser(st)
+	pr.foldStart(Options{foldEvery: foldEvery}.withDefaults())
 	s := history.NewScanner(bytes.NewReader(data))
 	runtime.GC()
 	var before runtime.MemStats
@@ -49,6 +50,7 @@ func keptAfterStream(t *testing.T, data []byte) (kept uint64, holds int) {
 		}
 		pr.event(st.n - 1)
 		st.settle()
+		pr.maybeFold()
 	}
 	p := pr.finish()
 	runtime.GC()
@@ -57,7 +59,7 @@ func keptAfterStream(t *testing.T, data []byte) (kept uint64, holds int) {
 	runtime.KeepAlive(st)
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(data) // counted in before: it must be in after too
-	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc), len(p.holds)
+	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc), len(p.holds) + p.folded.holdCount()
 }
 
 // TestKeptStatePerGrant bounds what the checker keeps for each grant of a long run: 4N grants may
@@ -72,8 +74,8 @@ func TestKeptStatePerGrant(t *testing.T) {
 		t.Errorf("a segment is %d bytes, more than 56", s)
 	}
 	const n = 20_000
-	small, hs := keptAfterStream(t, quietHistory(n))
-	large, hl := keptAfterStream(t, quietHistory(4*n))
+	small, hs := keptAfterStream(t, quietHistory(n), -1)
+	large, hl := keptAfterStream(t, quietHistory(4*n), -1)
 	if hs != n || hl != 4*n {
 		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
 	}
@@ -85,5 +87,35 @@ func TestKeptStatePerGrant(t *testing.T) {
 	const maxKeptPerGrant = 225
 	if per > maxKeptPerGrant {
 		t.Errorf("the checker keeps %.0f bytes a grant, more than %d", per, maxKeptPerGrant)
+	}
+}
+
+// TestFoldedStatePerGrant bounds what a folding check keeps for each grant of a long run of the
+// mutex workload (fold.go): the folded holds are gone, and what stays per grant is the value index's
+// entry (24 bytes) and two latencies (4 bytes each).
+func TestFoldedStatePerGrant(t *testing.T) {
+	plan := `{"index":0,"time":1,"type":"invoke","process":-2,"f":"run","plan":{"lock":"single","workload":"mutex","keys":["k0"],"clients":10,"ttl":100000000}}` + "\n"
+	withPlan := func(n int) []byte {
+		// The plan takes index 0: the others move up by one.
+		var b bytes.Buffer
+		b.WriteString(plan)
+		for i, line := range bytes.Split(bytes.TrimSuffix(quietHistory(n), []byte("\n")), []byte("\n")) {
+			b.Write(bytes.Replace(line, []byte(fmt.Sprintf(`{"index":%d,`, i)), []byte(fmt.Sprintf(`{"index":%d,`, i+1)), 1))
+			b.WriteByte('\n')
+		}
+		return b.Bytes()
+	}
+	const n = 20_000
+	small, hs := keptAfterStream(t, withPlan(n), 1<<12)
+	large, hl := keptAfterStream(t, withPlan(4*n), 1<<12)
+	if hs != n || hl != 4*n {
+		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
+	}
+	per := float64(large-min(large, small)) / float64(hl-hs)
+	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
+	// Measured: 37 (the entry, the latencies, the slack of slices grown by append).
+	const maxKeptPerGrant = 50
+	if per > maxKeptPerGrant {
+		t.Errorf("the folding check keeps %.0f bytes a grant, more than %d", per, maxKeptPerGrant)
 	}
 }

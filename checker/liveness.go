@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -110,6 +111,9 @@ func checkLiveness(st *store, run runInfo, p *parsed) *Liveness {
 		}
 	}
 	lastEnd := map[string]int64{}
+	if p.folded != nil {
+		maps.Copy(lastEnd, p.folded.lastEnd)
+	}
 	for i := range p.holds {
 		h := &p.holds[i]
 		if !h.dead {

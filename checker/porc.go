@@ -329,7 +329,7 @@ func checkSegments(model porcupine.Model, holds []hold, segs []segment, timeout 
 // segment porcupine could not decide, too long for it or out of time, is decided by the sweep alone,
 // and decidedBy says so. A segment on which the two disagree is a bug in lockpick, not a finding: the
 // verdict is then unknown and errs says where.
-func decide(holds []hold, segs []segment, out porcupineOutcome, overlaps int, errs *[]string) (v Verdict, decidedBy string) {
+func decide(holds []hold, segs []segment, fs *foldSums, out porcupineOutcome, overlaps int, errs *[]string) (v Verdict, decidedBy string) {
 	v = Valid
 	if overlaps > 0 {
 		v = Invalid
@@ -344,7 +344,7 @@ func decide(holds []hold, segs []segment, out porcupineOutcome, overlaps int, er
 		if (s.result == segIllegal) != (s.violations > 0) {
 			v = Unknown
 			*errs = append(*errs, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
-				s.key(holds), i, porcupineWord(s.result.check()), s.violations))
+				s.key(holds), fs.wholeIndex(i, s.key(holds)), porcupineWord(s.result.check()), s.violations))
 		}
 	}
 	var why []string
@@ -354,15 +354,16 @@ func decide(holds []hold, segs []segment, out porcupineOutcome, overlaps int, er
 	if out.timedOut > 0 {
 		why = append(why, fmt.Sprintf("%d %s porcupine had no time left for", out.timedOut, plural(out.timedOut, "segment")))
 	}
+	total := len(segs) + fs.segCount()
 	switch {
-	case len(segs) == 0:
+	case total == 0:
 		decidedBy = "nothing to decide (no holds)"
 	case left == 0:
 		decidedBy = "porcupine+sweep"
-	case left == len(segs):
+	case left == total:
 		decidedBy = fmt.Sprintf("sweep (%s)", strings.Join(why, ", "))
 	default:
-		decidedBy = fmt.Sprintf("porcupine+sweep, the sweep alone on %d of %d segments (%s)", left, len(segs), strings.Join(why, ", "))
+		decidedBy = fmt.Sprintf("porcupine+sweep, the sweep alone on %d of %d segments (%s)", left, total, strings.Join(why, ", "))
 	}
 	return v, decidedBy
 }

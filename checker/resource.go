@@ -615,17 +615,19 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 		sort.SliceStable(byStart, func(a, b int) bool { return p.holds[byStart[a]].Start < p.holds[byStart[b]].Start })
 		byInvoke := slices.Clone(ids)
 		sort.SliceStable(byInvoke, func(a, b int) bool { return p.holds[byInvoke[a]].Invoke < p.holds[byInvoke[b]].Invoke })
-		best, n := -1, 0 // the completed acquire with the highest token so far
-		prev := false    // whether the previous acquire went backwards too
+		// The completed acquire with the highest token so far: a folded one (fold.go) to start with.
+		best, _ := p.folded.tokenBest(k, p)
+		n := 0
+		prev := false // whether the previous acquire went backwards too
 		for _, id := range byInvoke {
 			h := &p.holds[id]
 			for n < len(byStart) && p.holds[byStart[n]].Start < h.Invoke {
-				if best < 0 || p.holds[byStart[n]].Token > p.holds[best].Token {
-					best = byStart[n]
+				if best == nil || p.holds[byStart[n]].Token > best.Token {
+					best = &p.holds[byStart[n]]
 				}
 				n++
 			}
-			if best < 0 || h.Token > p.holds[best].Token || sameLeaseAgain(&p.holds[best], h) {
+			if best == nil || h.Token > best.Token || sameLeaseAgain(best, h) {
 				prev = false
 				continue
 			}
@@ -637,7 +639,7 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 			if !first || len(out) >= max {
 				continue
 			}
-			a := &p.holds[best]
+			a := best
 			tr := TokenRegression{Key: k, Earlier: a.info(), Later: h.info()}
 			var hits []string
 			for _, ni := range p.nemesis {

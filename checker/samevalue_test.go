@@ -46,3 +46,42 @@ func TestSameValueGroupsMatchASortByKeyAndValue(t *testing.T) {
 		}
 	}
 }
+
+// The value index of a folding check (values.go) finds the shared values sharedValues finds, taking
+// the holds in batches: the same culprits, in the same order, and the same processes per value,
+// whatever an acquire took (past 4.29 s its invoke is kept apart) and whatever the process's number
+// (past 65,534 it is kept apart).
+func TestValueIndexFindsWhatSharedValuesFinds(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for range 300 {
+		holds := make([]hold, rng.Intn(300))
+		var at int64
+		for i := range holds {
+			h := &holds[i]
+			h.key = fmt.Sprintf("k%d", rng.Intn(3))
+			if v := rng.Intn(80); v > 0 {
+				h.Value = fmt.Sprintf("v%d", v)
+			}
+			h.Process = rng.Intn(6)
+			if rng.Intn(8) == 0 {
+				h.Process = 70000 + rng.Intn(3)
+			}
+			at += rng.Int63n(1e9)
+			h.Start = at
+			h.Invoke = at - rng.Int63n(1e6)
+			if rng.Intn(10) == 0 {
+				h.Invoke = at - 5e9 - rng.Int63n(1e10) // slower than 32 bits of nanoseconds
+			}
+		}
+		x := newValueIndex()
+		for i := 0; i < len(holds); { // in batches of any size, as folds take them
+			n := min(len(holds), i+1+rng.Intn(40))
+			x.addAll(holds[i:n])
+			i = n
+		}
+		got, want := x.shared(), sharedValues(holds)
+		if !reflect.DeepEqual(got.found, want.found) || !reflect.DeepEqual(got.by, want.by) {
+			t.Fatalf("value index:\n%+v\nsharedValues:\n%+v", got, want)
+		}
+	}
+}

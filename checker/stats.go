@@ -325,7 +325,7 @@ func (c *Counts) addAcquire(e *history.Event) {
 // availability fills the availability figures users ask about (step 6): how much of the time the
 // lock was held, how often it was granted, and how often asking for it went wrong. keys are the
 // keys the run was to exercise, span the length of the history.
-func availability(s *Stats, holds []hold, keys []string, end, span int64) {
+func availability(s *Stats, holds []hold, fs *foldSums, keys []string, end, span int64) {
 	a := s.Acquires
 	if done := a.OK + a.Fail + a.Info; done > 0 {
 		s.ErrorShare = float64(a.Fail-a.Held+a.Info) / float64(done)
@@ -342,7 +342,11 @@ func availability(s *Stats, holds []hold, keys []string, end, span int64) {
 	}
 	var sum float64
 	for _, k := range keys {
-		sum += float64(unionLength(byKey[k])) / float64(span)
+		held := unionLength(byKey[k])
+		if fs != nil {
+			held += fs.held[k] // folded holds all ended before the others began
+		}
+		sum += float64(held) / float64(span)
 	}
 	s.HeldShare = sum / float64(len(keys))
 }

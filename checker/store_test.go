@@ -3,7 +3,9 @@ package checker
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +39,7 @@ func checkStreamed(t *testing.T, evs []history.Event, opts Options) (*Result, er
 	if a, b := resultText(t, whole), resultText(t, streamed); a != b {
 		t.Fatalf("streamed result differs from the whole history's:\n%s\n---\n%s", b, a)
 	}
+	checkFolded(t, evs, opts) // and so must folding, as often as the history allows
 	return streamed, nil
 }
 
@@ -98,4 +101,122 @@ func TestStreamedCheckMatchesWholeOnReentrantHistories(t *testing.T) {
 	for range 200 {
 		checkStreamed(t, randomHistory(rng, 2+rng.Intn(5), 1+rng.Intn(3), 30+rng.Intn(120)), Options{})
 	}
+}
+
+// withMutexPlan is evs led by a run plan of the mutex workload (re-indexed), so that a streamed
+// check may fold its holds (fold.go); ok false for a history with reads or writes of a resource,
+// which folding leaves alone.
+func withMutexPlan(evs []history.Event) ([]history.Event, bool) {
+	if len(evs) == 0 {
+		return nil, false
+	}
+	for i := range evs {
+		if isResourceOp(evs[i].F) {
+			return nil, false
+		}
+	}
+	out := slices.Clone(evs)
+	if pl := out[0].Plan; pl != nil {
+		c := *pl
+		c.Workload = "mutex"
+		out[0].Plan = &c
+		return out, true
+	}
+	run := history.Event{Time: out[0].Time, Type: history.Invoke, Process: history.HarnessProcess, F: history.FRun,
+		Plan: &history.Plan{Lock: "test", Workload: "mutex"}}
+	out = append([]history.Event{run}, out...)
+	for i := range out {
+		out[i].Index = int64(i)
+	}
+	return out, true
+}
+
+// checkFolded checks evs, led by a mutex plan, whole and streamed with a fold looked for after
+// every grant, and fails unless both give the same result (see checkStreamed). It returns how many
+// holds the streamed check folded.
+func checkFolded(t *testing.T, evs []history.Event, opts Options) int {
+	t.Helper()
+	evs, ok := withMutexPlan(evs)
+	if !ok {
+		return 0
+	}
+	opts.foldEvery, opts.MaxVisualizedOps = 1, 1
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, e := range evs {
+		if err := enc.Encode(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := history.ReadLog(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	whole, werr := CheckLog(l, opts)
+	streamed, folded, serr := checkSource(history.NewScanner(&buf), opts)
+	if (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
+		t.Fatalf("folding check says %v, the whole history %v", serr, werr)
+	}
+	if werr != nil {
+		return 0
+	}
+	if a, b := resultText(t, whole), resultText(t, streamed); a != b {
+		t.Fatalf("folding check (%d holds folded) differs from the whole history's: %s", folded, firstDifference(b, a))
+	}
+	return folded
+}
+
+// Folding (fold.go) keeps every field of the result, on random histories of every kind, folded as
+// often as they allow; and folds in most of each kind that has holds to fold.
+func TestFoldingKeepsTheResult(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewSource(29))
+	kinds := []struct {
+		name string
+		gen  func() []history.Event
+		// least is the share of histories that must fold: a finding early in a history, or a
+		// hold that lasts, stops its folding.
+		least int
+	}{
+		{"generated", func() []history.Event { return Generate(rng.Int63(), 1000+rng.Intn(3000), 2+rng.Intn(4)) }, 2},
+		{"random", func() []history.Event { return randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(300)) }, 4},
+		{"reentrant", func() []history.Event { return reentrantHistory(rng) }, 4},
+		{"shared values", func() []history.Event { return fewValues(randomHistory(rng, 2+rng.Intn(4), 1, 50+rng.Intn(300))) }, 4},
+	}
+	for _, k := range kinds {
+		var hists, folding, folded int
+		for range 80 {
+			n := checkFolded(t, k.gen(), Options{})
+			hists++
+			if n > 0 {
+				folding++
+			}
+			folded += n
+		}
+		t.Logf("%s: %d of %d histories folded, %d holds in all", k.name, folding, hists, folded)
+		if folding < hists/k.least {
+			t.Errorf("%s: only %d of %d histories folded any hold: the test shows little", k.name, folding, hists)
+		}
+	}
+}
+
+// firstDifference shows where got and want first differ, with some context.
+func firstDifference(got, want string) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	from := max(i-300, 0)
+	return fmt.Sprintf("at byte %d:\n got: ...%s\nwant: ...%s", i, got[from:min(len(got), i+200)], want[from:min(len(want), i+200)])
+}
+
+// fewValues gives evs's leases one of five values, the same for an acquire and the releases and
+// work that name it, so that processes share values.
+func fewValues(evs []history.Event) []history.Event {
+	for i := range evs {
+		if v := evs[i].Value; v != "" && evs[i].F != history.FRead && evs[i].F != history.FWrite {
+			evs[i].Value = fmt.Sprintf("v%d", len(v)*7%5)
+		}
+	}
+	return evs
 }

@@ -16,8 +16,9 @@ import (
 // the linearization info and model in r (step 7). On a small history that is every segment; on a
 // large one (porcupine's page becomes unusable) only the segments that failed or hold a violation,
 // up to maxOps operations.
-func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs []segment, segOf []int32, maxOps int, budget time.Duration) {
-	total := 0
+func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs []segment, segOf []int32, fs *foldSums, maxOps int, budget time.Duration) {
+	// Folded segments were all ok, and folding left more operations than maxOps: none is drawn.
+	total := fs.opCount()
 	for i := range segs {
 		total += segs[i].ops()
 	}
@@ -74,7 +75,7 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 	}
 	var notes []porcupine.Annotation
 	for _, f := range r.Faults {
-		if len(chosen) < len(segs) && (f.End < lo || f.Start > hi) {
+		if len(chosen) < len(segs)+fs.segCount() && (f.End < lo || f.Start > hi) {
 			continue // outside everything drawn; it would only stretch the timeline
 		}
 		notes = append(notes, porcupine.Annotation{
