@@ -298,8 +298,15 @@ func (pr *parser) absorb(F []hold) {
 	for k, iv := range ivs {
 		s.held[k] += unionLength(iv)
 	}
+	pr.absorbTokens(F)
+}
+
+// absorbTokens keeps, per key, the hold of F and before with the highest fencing token, the
+// earliest started among equals: what the end's walk (tokenRegressions) starts from, since every
+// hold after the cut was invoked after each of them had started.
+func (pr *parser) absorbTokens(F []hold) {
+	s, p := pr.p.folded, pr.p
 	for _, k := range sortedTokenKeys(F) {
-		// The highest token, the earliest started among equals: what the end's walk starts from.
 		best, _ := s.tokenBest(k, p)
 		bestID := s.tokens[k].id
 		byStart := make([]int, 0, len(F))

@@ -17,19 +17,9 @@ import (
 // results.json and the same summary. It returns the streamed result, or the error both gave.
 func checkStreamed(t *testing.T, evs []history.Event, opts Options) (*Result, error) {
 	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for _, e := range evs {
-		if err := enc.Encode(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := history.ReadLog(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("read back: %v", err)
-	}
+	buf, l := jsonLines(t, evs)
 	whole, werr := CheckLog(l, opts)
-	streamed, serr := CheckReader(&buf, opts)
+	streamed, serr := CheckReader(buf, opts)
 	if (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
 		t.Fatalf("streamed check says %v, the whole history %v", serr, werr)
 	}
@@ -41,6 +31,23 @@ func checkStreamed(t *testing.T, evs []history.Event, opts Options) (*Result, er
 	}
 	checkFolded(t, evs, opts) // and so must folding, as often as the history allows
 	return streamed, nil
+}
+
+// jsonLines writes evs as JSON lines, and reads them back as a whole history.
+func jsonLines(t *testing.T, evs []history.Event) (*bytes.Buffer, *history.Log) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, e := range evs {
+		if err := enc.Encode(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := history.ReadLog(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	return &buf, l
 }
 
 func resultText(t *testing.T, r *Result) string {
@@ -141,19 +148,9 @@ func checkFolded(t *testing.T, evs []history.Event, opts Options) int {
 		return 0
 	}
 	opts.foldEvery, opts.MaxVisualizedOps = 1, 1
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for _, e := range evs {
-		if err := enc.Encode(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := history.ReadLog(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatalf("read back: %v", err)
-	}
+	buf, l := jsonLines(t, evs)
 	whole, werr := CheckLog(l, opts)
-	streamed, folded, serr := checkSource(history.NewScanner(&buf), opts)
+	streamed, folded, serr := checkSource(history.NewScanner(buf), opts)
 	if (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
 		t.Fatalf("folding check says %v, the whole history %v", serr, werr)
 	}
