@@ -29,8 +29,12 @@ func checkStreamed(t *testing.T, evs []history.Event, opts Options) (*Result, er
 	if a, b := resultText(t, whole), resultText(t, streamed); a != b {
 		t.Fatalf("streamed result differs from the whole history's:\n%s\n---\n%s", b, a)
 	}
-	// And so must folding, looked for after every 1 to 5 grants (a look costs a few maps).
-	checkFolded(t, evs, opts, 1+len(evs)%5)
+	// And so must folding, looked for after every 1 to 5 grants (a look costs a few maps), on a
+	// third of the histories (by length: the same ones every run), as TestFoldingKeepsTheResult
+	// does on its own 320.
+	if len(evs)%3 == 0 {
+		checkFolded(t, evs, opts, 1+len(evs)%5)
+	}
 	return streamed, nil
 }
 
@@ -176,14 +180,14 @@ func TestFoldingKeepsTheResult(t *testing.T) {
 		// hold that lasts, stops its folding.
 		least int
 	}{
-		{"generated", func() []history.Event { return Generate(rng.Int63(), 1000+rng.Intn(3000), 2+rng.Intn(4)) }, 2},
+		{"generated", func() []history.Event { return Generate(rng.Int63(), 1000+rng.Intn(2000), 2+rng.Intn(4)) }, 2},
 		{"random", func() []history.Event { return randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 10+rng.Intn(300)) }, 4},
 		{"reentrant", func() []history.Event { return reentrantHistory(rng) }, 4},
 		{"shared values", func() []history.Event { return fewValues(randomHistory(rng, 2+rng.Intn(4), 1, 50+rng.Intn(300))) }, 4},
 	}
 	for _, k := range kinds {
 		var hists, folding, folded int
-		for range 80 {
+		for range 50 {
 			n := checkFolded(t, k.gen(), Options{}, 1)
 			hists++
 			if n > 0 {
