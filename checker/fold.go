@@ -29,9 +29,9 @@ import (
 // Folding needs no read or write of a resource so far, and a run plan, if the history has one,
 // with the mutex workload: a counter run's resource check looks holds up by process at every read
 // and write (a history with no plan whose first read or write comes after a fold gets an unknown
-// resource verdict that says so). It also needs no fault operation in flight (the folded holds are tallied
-// against the fault windows so far: see absorbFaults), and enough porcupine operations that the
-// visualization shows failed segments only.
+// resource verdict that says so). It also needs no fault operation in flight (the folded holds are
+// tallied against the fault windows so far: see absorbFaults), and enough porcupine operations
+// that the visualization shows failed segments only.
 // A whole-history check (CheckLog) never folds; the streamed check must give the same result, to
 // the byte, which the tests compare with folding forced after every grant.
 
