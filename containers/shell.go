@@ -61,6 +61,9 @@ func (sh *Shell) Run(ctx context.Context, script string) (string, error) {
 	}
 	sh.att.Conn.SetDeadline(deadline)
 	out, err := sh.run(script)
+	// The copy goroutine (attach) reads on between scripts: a deadline left set would end an idle
+	// shell, and the next script would read back its timeout.
+	sh.att.Conn.SetDeadline(time.Time{})
 	if _, failed := err.(scriptError); failed {
 		return out, fmt.Errorf("shell in container of %s: %w", sh.name, err)
 	}

@@ -59,6 +59,9 @@ func (s *Session) attach(ctx context.Context, name string, opts client.ExecCreat
 func (st *Stream) Line(deadline time.Time) (string, error) {
 	st.att.Conn.SetReadDeadline(deadline)
 	line, err := st.out.ReadString('\n')
+	// The copy goroutine (attach) reads on between calls: a deadline left set would end an idle
+	// stream with a timeout that the next call reads back.
+	st.att.Conn.SetReadDeadline(time.Time{})
 	switch {
 	case err == nil, err == io.EOF && line != "": // a last line without its newline is a line
 		return strings.TrimRight(line, "\n"), nil

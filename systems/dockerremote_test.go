@@ -279,6 +279,21 @@ func TestDockerRemoteSlowPeer(t *testing.T) {
 		addr[name] = net.JoinHostPort(n.peer.ip, strconv.Itoa(n.peer.port))
 	}
 	rtt := func(from, to string) time.Duration { return medianPing(t, b, from, addr[to]) }
+
+	// A shell kept open in a holder runs its next script after idling past the last one's deadline
+	// (the read deadline is not left on the attached connection, whose output is read on between
+	// scripts: before, the next script read back a timeout, and under load a fault failed so).
+	n3, _ := b.node("n3")
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	if _, err := b.sh(short, n3, inHolder, "true"); err != nil {
+		t.Fatal(err)
+	}
+	cancelShort()
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := b.sh(ctx, n3, inHolder, "true"); err != nil {
+		t.Fatalf("a shell idle past its last script's deadline: %v", err)
+	}
+
 	slowOnePath(t, ctx, ps, b, addr, rtt, "host")
 	const delay = 200 * time.Millisecond
 
