@@ -350,10 +350,9 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 	for i := range r.LateExtends {
 		l := &r.LateExtends[i]
 		var at holderAt
-		switch o := ix.holderDuring(l.Key, l.Process, l.Invoke, l.Completed); {
-		case fs != nil && i < len(fs.holders):
+		if fs != nil && i < len(fs.holders) {
 			at = fs.holders[i] // found at a fold, while the holds it may name were there
-		case o != nil:
+		} else if o := ix.holderDuring(l.Key, l.Process, l.Invoke, l.Completed); o != nil {
 			at = holderAt{ok: true, process: o.Process, start: o.Start}
 		}
 		if at.ok {

@@ -98,7 +98,6 @@ type folding struct {
 	every   int // 0: never fold (a whole-history check)
 	next    int // fold again once len(p.holds) reaches it
 	blocked bool
-	limit   int // Options.MaxViolations
 	opts    Options
 }
 
@@ -143,15 +142,19 @@ func (pr *parser) fold() {
 	if k == 0 {
 		return
 	}
-	dirty, ops := pr.firstDirty(p.holds[:k])
+	dirty, segs := pr.firstDirty(p.holds[:k])
 	if dirty < k {
 		pr.folding.blocked = true // a finding: its holds stay, and so does everything after them
 		if k = validCut(p.holds, cut, dirty); k == 0 {
 			return
 		}
-		if dirty, ops = pr.firstDirty(p.holds[:k]); dirty < k {
+		if dirty, segs = pr.firstDirty(p.holds[:k]); dirty < k {
 			return
 		}
+	}
+	ops := 0
+	for i := range segs {
+		ops += segs[i].ops()
 	}
 	if ops+p.folded.opCount() <= pr.folding.opts.MaxVisualizedOps {
 		pr.folding.blocked = false
@@ -165,7 +168,7 @@ func (pr *parser) fold() {
 	}
 	pr.foldCulprits(now, minInvoke(p.holds[k:], cut))
 	pr.pinnedIDs = pr.referenced(p.base + int32(k))
-	pr.absorb(p.holds[:k])
+	pr.absorb(p.holds[:k], segs)
 	pr.dropHolds(k)
 }
 
@@ -217,16 +220,15 @@ func validCut(holds []hold, cut int64, limit int) int {
 
 // firstDirty decides the prefix F as the steps after the stream would and returns the index of its
 // first hold in a finding (len(F) when there is none): a segment porcupine did not find ok, an
-// overlap, or a fencing token that did not go up; and F's porcupine operations.
-func (pr *parser) firstDirty(F []hold) (dirty, ops int) {
+// overlap, or a fencing token that did not go up; and F's segments, decided.
+func (pr *parser) firstDirty(F []hold) (dirty int, segs []segment) {
 	dirty = len(F)
 	keys, byKey := keyOrder(F)
-	segs := segmentsOf(F, keys, byKey, true)
+	segs = segmentsOf(F, keys, byKey, true)
 	opts := pr.folding.opts
 	timeout := max(opts.Timeout, 0)
 	checkSegments(lockModel(F), F, segs, timeout, opts.alwaysPorcupine)
 	for i := range segs {
-		ops += segs[i].ops()
 		if segs[i].result != segOk {
 			for _, id := range segs[i].holds {
 				dirty = min(dirty, int(id))
@@ -240,25 +242,20 @@ func (pr *parser) firstDirty(F []hold) (dirty, ops int) {
 		sweep(F, byKey[k], func(pr pair) { dirty = min(dirty, int(pr.a), int(pr.b)) })
 	}
 	for _, k := range sortedTokenKeys(F) {
-		var best *hold
-		if b, ok := pr.p.folded.tokenBest(k, pr.p); ok {
-			best = b
-		}
-		walkTokens(F, k, best, func(h *hold, best *hold, id int) bool {
+		best, _ := pr.p.folded.tokenBest(k, pr.p)
+		walkTokens(F, k, best, func(h *hold, best *hold, id int) {
 			if best != nil && h.Token <= best.Token {
 				dirty = min(dirty, id)
 			}
-			return true
 		})
 	}
-	return dirty, ops
+	return dirty, segs
 }
 
-// absorb adds the clean prefix F to the sums: what each step after the stream would take from it.
-func (pr *parser) absorb(F []hold) {
+// absorb adds the clean prefix F, whose segments firstDirty decided, to the sums: what each step
+// after the stream would take from it.
+func (pr *parser) absorb(F []hold, segs []segment) {
 	s, p := pr.p.folded, pr.p
-	keys, byKey := keyOrder(F)
-	segs := segmentsOf(F, keys, byKey, true)
 	s.segs += len(segs)
 	for i := range segs {
 		s.segsByKey[segs[i].key(F)]++
@@ -271,7 +268,7 @@ func (pr *parser) absorb(F []hold) {
 		h := &F[i]
 		id := p.base + int32(i)
 		if _, pinned := pr.pinnedIDs[id]; !pinned {
-			s.settled(id, h, pr.folding.limit)
+			s.settled(id, h, pr.folding.opts.MaxViolations)
 		}
 		switch {
 		case h.dead:
@@ -480,7 +477,7 @@ func sortedTokenKeys(F []hold) []string {
 // walkTokens walks key k's holds with a token in invoke order, as tokenRegressions does, starting
 // from best (the highest token before them, or nil), and calls visit with each hold, the best
 // completed before it was invoked, and its index in holds.
-func walkTokens(holds []hold, k string, best *hold, visit func(h, best *hold, id int) bool) {
+func walkTokens(holds []hold, k string, best *hold, visit func(h, best *hold, id int)) {
 	var ids []int
 	for i := range holds {
 		if holds[i].Token > 0 && holds[i].key == k {
@@ -500,9 +497,7 @@ func walkTokens(holds []hold, k string, best *hold, visit func(h, best *hold, id
 			}
 			n++
 		}
-		if !visit(h, best, id) {
-			return
-		}
+		visit(h, best, id)
 	}
 }
 
@@ -536,7 +531,7 @@ func (pr *parser) foldCulprits(now, trim int64) {
 		}
 	}
 	c.releases = slices.Delete(c.releases, 0, drop)
-	for i := len(s.holders); i < min(len(p.lateExtends), pr.folding.limit) && p.lateExtends[i].Completed < now; i++ {
+	for i := len(s.holders); i < min(len(p.lateExtends), pr.folding.opts.MaxViolations) && p.lateExtends[i].Completed < now; i++ {
 		l := &p.lateExtends[i]
 		var at holderAt
 		if o := ix.holderDuring(l.Key, l.Process, l.Invoke, l.Completed); o != nil {
@@ -602,7 +597,7 @@ func (pr *parser) dropHolds(k int) {
 	}
 	for id, h := range p.pinned {
 		if pinned[id] == nil {
-			s.settled(id, h, pr.folding.limit)
+			s.settled(id, h, pr.folding.opts.MaxViolations)
 		}
 	}
 	p.pinned = pinned
@@ -619,5 +614,5 @@ func (pr *parser) foldStart(opts Options) {
 	if every == 0 {
 		every = foldEvery
 	}
-	pr.folding = folding{every: every, next: every, limit: opts.MaxViolations, opts: opts}
+	pr.folding = folding{every: every, next: every, opts: opts}
 }

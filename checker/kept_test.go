@@ -62,6 +62,21 @@ func keptAfterStream(t *testing.T, data []byte, foldEvery int) (kept uint64, hol
 	return after.HeapAlloc - min(after.HeapAlloc, before.HeapAlloc), len(p.holds) + p.folded.holdCount()
 }
 
+// keptPerGrant streams history(N) and history(4N), N = 20,000 grants, looking for a fold every
+// foldEvery grants (negative: never), and returns the bytes kept per grant between the two.
+func keptPerGrant(t *testing.T, history func(n int) []byte, foldEvery int) float64 {
+	t.Helper()
+	const n = 20_000
+	small, hs := keptAfterStream(t, history(n), foldEvery)
+	large, hl := keptAfterStream(t, history(4*n), foldEvery)
+	if hs != n || hl != 4*n {
+		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
+	}
+	per := float64(large-min(large, small)) / float64(hl-hs)
+	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
+	return per
+}
+
 // TestKeptStatePerGrant bounds what the checker keeps for each grant of a long run: 4N grants may
 // cost at most 4x (plus slack) what N cost, and each grant at most maxKeptPerGrant bytes. The
 // checker still keeps one hold per grant (see docs/speed.md, "The checker's own memory"), so this
@@ -73,14 +88,7 @@ func TestKeptStatePerGrant(t *testing.T) {
 	if s := unsafe.Sizeof(segment{}); s > 56 {
 		t.Errorf("a segment is %d bytes, more than 56", s)
 	}
-	const n = 20_000
-	small, hs := keptAfterStream(t, quietHistory(n), -1)
-	large, hl := keptAfterStream(t, quietHistory(4*n), -1)
-	if hs != n || hl != 4*n {
-		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
-	}
-	per := float64(large-min(large, small)) / float64(hl-hs)
-	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
+	per := keptPerGrant(t, quietHistory, -1)
 	// A hold (128 bytes, its value's few bytes), its place among the culprits' releases (40 bytes),
 	// two latencies (8 bytes), and the slack of slices grown by append: 201 bytes measured, 266
 	// before holds and segments were narrowed.
@@ -105,14 +113,7 @@ func TestFoldedStatePerGrant(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	const n = 20_000
-	small, hs := keptAfterStream(t, withPlan(n), 1<<12)
-	large, hl := keptAfterStream(t, withPlan(4*n), 1<<12)
-	if hs != n || hl != 4*n {
-		t.Fatalf("holds: %d and %d, want %d and %d", hs, hl, n, 4*n)
-	}
-	per := float64(large-min(large, small)) / float64(hl-hs)
-	t.Logf("kept: %d bytes for %d grants, %d for %d: %.0f bytes a grant", small, hs, large, hl, per)
+	per := keptPerGrant(t, withPlan, 1<<12)
 	// Measured: 37 (the entry, the latencies, the slack of slices grown by append).
 	const maxKeptPerGrant = 50
 	if per > maxKeptPerGrant {
