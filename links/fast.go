@@ -185,9 +185,16 @@ func (l *Link) chainAll() {
 			fast = append(fast, c)
 		}
 	}
+	locals := make([]*localConn, 0, len(l.locals))
+	for c := range l.locals {
+		locals = append(locals, c)
+	}
 	l.connMu.Unlock()
 	for _, c := range fast {
 		c.chain(l.proxy, l.set.server)
+	}
+	for _, c := range locals {
+		c.chain(l)
 	}
 }
 
@@ -209,12 +216,16 @@ func (l *Link) untrack(c *conn) {
 	delete(l.conns, c)
 }
 
-// closeConns closes every connection through the link, in the chain or not. A chained connection is
-// forgotten here: toxiproxy's chain does not say when it ends, so it is kept until the link closes
-// its connections.
+// closeConns closes every connection through the link, in the chain or not, and severs those from
+// Dial that go to the node directly. A chained connection is forgotten here: toxiproxy's chain does
+// not say when it ends, so it is kept until the link closes its connections.
 func (l *Link) closeConns() {
 	l.connMu.Lock()
 	defer l.connMu.Unlock()
+	for c := range l.locals {
+		c.sever()
+		delete(l.locals, c)
+	}
 	for c := range l.conns {
 		c.client.Close()
 		c.up.Close()

@@ -43,7 +43,22 @@ func serveEach(t testing.TB, serve func(c net.Conn)) string {
 	return ln.Addr().String()
 }
 
-// counts counts the link's connections in the toxic chain and by plain copy.
+// dialer is one way a client reaches a node through a link.
+type dialer struct {
+	name string
+	dial func(l *Link) (net.Conn, error)
+}
+
+// dialers are both ways: the link's listener, and Dial for a client in this process.
+func dialers() []dialer {
+	return []dialer{
+		{"listener", func(l *Link) (net.Conn, error) { return net.Dial("tcp", l.Addr) }},
+		{"in process", func(l *Link) (net.Conn, error) { return l.Dial(context.Background(), "tcp", l.Addr) }},
+	}
+}
+
+// counts counts the link's connections in the toxic chain, and those by plain copy or (from Dial)
+// straight to the node.
 func (l *Link) counts() (chained, fast int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -56,13 +71,19 @@ func (l *Link) counts() (chained, fast int) {
 			fast++
 		}
 	}
-	return chained, fast
+	return chained, fast + len(l.locals)
 }
 
 // Toxics added and removed over and over while connections carry data both ways: every byte comes
 // back once and in order, whether a connection began by plain copy and was moved into the chain in
 // the middle of its stream, or began in the chain.
 func TestBytesSurviveToxicsComingAndGoing(t *testing.T) {
+	for _, d := range dialers() {
+		t.Run(d.name, func(t *testing.T) { bytesSurviveToxics(t, d) })
+	}
+}
+
+func bytesSurviveToxics(t *testing.T, d dialer) {
 	set := New()
 	defer set.Close()
 	l, err := set.Add("c1", "n1", echoServer(t))
@@ -110,7 +131,7 @@ func TestBytesSurviveToxicsComingAndGoing(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			for time.Now().Before(deadline) {
-				began, err := roundTrips(l, rng)
+				began, err := roundTrips(l, d, rng)
 				if err != nil {
 					errs <- err
 					return
@@ -140,9 +161,9 @@ func TestBytesSurviveToxicsComingAndGoing(t *testing.T) {
 }
 
 // roundTrips sends 256 KiB through l in writes of random sizes, reads the echo and compares it,
-// and reports whether the connection began by plain copy.
-func roundTrips(l *Link, rng *rand.Rand) (bool, error) {
-	c, err := net.Dial("tcp", l.Addr)
+// and reports whether the connection began by plain copy (or straight to the node).
+func roundTrips(l *Link, d dialer, rng *rand.Rand) (bool, error) {
+	c, err := d.dial(l)
 	if err != nil {
 		return false, err
 	}
@@ -154,7 +175,7 @@ func roundTrips(l *Link, rng *rand.Rand) (bool, error) {
 	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 		return false, err
 	}
-	fast := l.plain(c.LocalAddr().String())
+	fast := l.plain(c)
 	sent := make([]byte, 256<<10)
 	for i := range sent {
 		sent[i] = byte(rng.IntN(256))
@@ -183,12 +204,17 @@ func roundTrips(l *Link, rng *rand.Rand) (bool, error) {
 	return fast, nil
 }
 
-// plain says whether the connection from the client address from goes by plain copy.
-func (l *Link) plain(from string) bool {
+// plain says whether the client's connection c goes by plain copy, or (from Dial) to the node.
+func (l *Link) plain(client net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.connMu.Lock()
 	defer l.connMu.Unlock()
+	if lc, ok := client.(*localConn); ok {
+		_, direct := l.locals[lc]
+		return direct
+	}
+	from := client.LocalAddr().String()
 	for c := range l.conns {
 		if c.name == from {
 			return !c.chained
@@ -223,36 +249,38 @@ func TestFaultsActOnPlainCopyConnections(t *testing.T) {
 		{"latency", []Toxic{latency("upstream"), latency("downstream")}, expectDelay},
 		{"stall", Stall("stall"), expectHeldThenDelivered},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			set := New()
-			defer set.Close()
-			l, err := set.Add("c1", "n1", echoServer(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := net.Dial("tcp", l.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := echoWithin(c, "hello\n", time.Second); err != nil {
-				t.Fatalf("before the fault: %v", err)
-			}
-			if chained, fast := l.counts(); chained != 0 || fast != 1 {
-				t.Fatalf("before any toxic the connection should go by plain copy: %d chained, %d plain", chained, fast)
-			}
-			for _, tx := range tc.toxics {
-				if err := l.AddToxic(tx); err != nil {
+		for _, d := range dialers() {
+			t.Run(tc.name+"/"+d.name, func(t *testing.T) {
+				set := New()
+				defer set.Close()
+				l, err := set.Add("c1", "n1", echoServer(t))
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if chained, fast := l.counts(); chained != 1 || fast != 0 {
-				t.Fatalf("with a toxic the connection should be in the chain: %d chained, %d plain", chained, fast)
-			}
-			if err := tc.check(c, l); err != nil {
-				t.Fatal(err)
-			}
-		})
+				c, err := d.dial(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := echoWithin(c, "hello\n", time.Second); err != nil {
+					t.Fatalf("before the fault: %v", err)
+				}
+				if chained, fast := l.counts(); chained != 0 || fast != 1 {
+					t.Fatalf("before any toxic the connection should go by plain copy: %d chained, %d plain", chained, fast)
+				}
+				for _, tx := range tc.toxics {
+					if err := l.AddToxic(tx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if chained, fast := l.counts(); chained != 1 || fast != 0 {
+					t.Fatalf("with a toxic the connection should be in the chain: %d chained, %d plain", chained, fast)
+				}
+				if err := tc.check(c, l); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 

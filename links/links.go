@@ -41,6 +41,8 @@ type Link struct {
 
 	connMu sync.Mutex
 	conns  map[*conn]struct{}
+	// locals are the connections from Dial that still go to the node directly.
+	locals map[*localConn]struct{}
 	closed bool
 }
 
@@ -69,7 +71,7 @@ func New() *Set {
 
 // Add starts a link from group to the node at upstream, listening on a free loopback port.
 func (s *Set) Add(group, node, upstream string) (*Link, error) {
-	l := &Link{Group: group, Node: node, Upstream: upstream, set: s, toxics: map[string]Toxic{}, conns: map[*conn]struct{}{}}
+	l := &Link{Group: group, Node: node, Upstream: upstream, set: s, toxics: map[string]Toxic{}, conns: map[*conn]struct{}{}, locals: map[*localConn]struct{}{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("start link %s: %w", l.Name(), err)

@@ -28,6 +28,12 @@ func greeting(t *testing.T, c net.Conn, d time.Duration) (string, error) {
 // A retargeted link keeps its address, ends the connections to the old server, sends new ones to
 // the new server, and keeps its toxics in effect.
 func TestRetargetMovesClientsAndKeepsToxics(t *testing.T) {
+	for _, d := range dialers() {
+		t.Run(d.name, func(t *testing.T) { retargetMoves(t, d) })
+	}
+}
+
+func retargetMoves(t *testing.T, d dialer) {
 	a, b := namedServer(t, "a"), namedServer(t, "b")
 	set := New()
 	defer set.Close()
@@ -35,7 +41,7 @@ func TestRetargetMovesClientsAndKeepsToxics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := net.Dial("tcp", l.Addr)
+	old, err := d.dial(l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +60,7 @@ func TestRetargetMovesClientsAndKeepsToxics(t *testing.T) {
 	if _, err := old.Read(make([]byte, 8)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("the connection to the old server stayed open: %v", err)
 	}
-	moved, err := net.Dial("tcp", l.Addr)
+	moved, err := d.dial(l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +74,7 @@ func TestRetargetMovesClientsAndKeepsToxics(t *testing.T) {
 	if err := set.Retarget(l, a); err != nil {
 		t.Fatal(err)
 	}
-	cut, err := net.Dial("tcp", l.Addr)
+	cut, err := d.dial(l)
 	if err != nil {
 		t.Fatal(err)
 	}

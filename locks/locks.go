@@ -252,6 +252,7 @@ func Validate(name string) error {
 func newClient(e Endpoint, o Options) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:         e.Addr,
+		Dialer:       e.Dial, // nil: go-redis dials Addr
 		MaxRetries:   -1,
 		DialTimeout:  o.NodeTimeout,
 		ReadTimeout:  o.NodeTimeout,

@@ -235,7 +235,7 @@ func groupEndpoints(set *links.Set, group string, nodes []Node, known func(Node)
 		if err != nil {
 			return nil, err
 		}
-		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Known: known(n)}
+		eps[i] = Endpoint{Node: n.Name, Role: n.Role, Addr: l.Addr, Dial: l.Dial, Known: known(n)}
 	}
 	return eps, nil
 }

@@ -17,6 +17,7 @@ package systems
 import (
 	"context"
 	"log/slog"
+	"net"
 	"slices"
 	"syscall"
 	"time"
@@ -58,6 +59,9 @@ type Endpoint struct {
 	Role Role
 	// Addr is where the client connects: the node's link for the client's group.
 	Addr string
+	// Dial, when set, connects a client in this process through that link without the hop through
+	// its listener (links.Link.Dial); nil means dialling Addr.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Known is the address the servers know the node by, as they hand it to clients (a sentinel
 	// answering "where is the master"); a client maps it to Addr with Endpoints.Dial-style lookups.
 	Known string
