@@ -74,15 +74,7 @@ func newSentinel(eps []Endpoint, o Options, wait, fenced bool) (*sentinelLock, e
 			if !ok {
 				return nil, fmt.Errorf("address %s is no node's: the sentinels named a server outside the system", addr)
 			}
-			var c net.Conn
-			var err error
-			if e.Dial != nil {
-				dctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
-				c, err = e.Dial(dctx, network, e.Addr)
-				cancel()
-			} else {
-				c, err = dialer.DialContext(ctx, network, e.Addr)
-			}
+			c, err := e.DialWith(ctx, dialer, network)
 			if err != nil {
 				return nil, err
 			}

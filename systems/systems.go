@@ -67,6 +67,20 @@ type Endpoint struct {
 	Known string
 }
 
+// DialWith connects to the endpoint's node as d would dial Addr (its timeout included), through Dial
+// when the endpoint has one.
+func (e Endpoint) DialWith(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {
+	if e.Dial == nil {
+		return d.DialContext(ctx, network, e.Addr)
+	}
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	return e.Dial(ctx, network, e.Addr)
+}
+
 // Event is something a system announced by itself during a run: a sentinel's view of a failover,
 // and every change of the roles the system reports.
 type Event struct {
