@@ -149,23 +149,21 @@ func (c *localConn) SetDeadline(t time.Time) error {
 
 // SetReadDeadline applies to cur; while a hand-over is under way it is kept for the new cur.
 func (c *localConn) SetReadDeadline(t time.Time) error {
-	c.dmu.Lock()
-	defer c.dmu.Unlock()
-	c.rdl = t
-	if c.moving.Load() {
-		return nil
-	}
-	return c.cur.Load().SetReadDeadline(t)
+	return c.setDeadline(&c.rdl, t, (*net.TCPConn).SetReadDeadline)
 }
 
 func (c *localConn) SetWriteDeadline(t time.Time) error {
+	return c.setDeadline(&c.wdl, t, (*net.TCPConn).SetWriteDeadline)
+}
+
+func (c *localConn) setDeadline(kept *time.Time, t time.Time, apply func(*net.TCPConn, time.Time) error) error {
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
-	c.wdl = t
+	*kept = t
 	if c.moving.Load() {
 		return nil
 	}
-	return c.cur.Load().SetWriteDeadline(t)
+	return apply(c.cur.Load(), t)
 }
 
 // chain hands the connection to the link's toxic chain (l.mu is held), without a byte lost,
