@@ -45,8 +45,6 @@ type localConn struct {
 	dmu      sync.Mutex
 	rdl, wdl time.Time
 	closed   bool
-
-	chained bool // guarded by link.mu
 }
 
 // Dial opens a connection from the link's group to its node for a client in this process; network
@@ -84,10 +82,7 @@ func (c *localConn) Read(b []byte) (int, error) {
 			return n, nil
 		case c.severed.Load():
 			return n, io.EOF
-		case c.moving.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-			c.rmu.Unlock()
-			<-c.moved
-			c.rmu.Lock()
+		case c.awaitMove(&c.rmu, err):
 			continue
 		}
 		return n, err
@@ -110,14 +105,23 @@ func (c *localConn) Write(b []byte) (int, error) {
 			return written, nil
 		case c.severed.Load():
 			return len(b), nil
-		case c.moving.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-			c.wmu.Unlock()
-			<-c.moved
-			c.wmu.Lock()
+		case c.awaitMove(&c.wmu, err):
 			continue
 		}
 		return written, err
 	}
+}
+
+// awaitMove reports whether err is a hand-over's interruption of a read or write on up and, if so,
+// waits for the hand-over to end with mu (the read's or the write's, which it takes) let go.
+func (c *localConn) awaitMove(mu *sync.Mutex, err error) bool {
+	if !c.moving.Load() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	mu.Unlock()
+	<-c.moved
+	mu.Lock()
+	return true
 }
 
 // Close closes the connection, and with it the toxic chain's side of it once handed over.
@@ -171,15 +175,12 @@ func (c *localConn) setDeadline(kept *time.Time, t time.Time, apply func(*net.TC
 // serves up and the far end of a loopback pair from then on, and the client goes on with the near
 // end, its deadlines moved there. A pair that cannot be made severs the connection, as a proxy
 // that could not forward it would close it.
+// A connection is chained once: chainAll and Dial find it among the link's locals, which it leaves
+// here, with l.mu held throughout.
 func (c *localConn) chain(l *Link) {
-	if c.chained {
-		return
-	}
-	c.chained = true
 	c.dmu.Lock()
 	c.moving.Store(true)
-	past := time.Unix(1, 0)
-	c.up.SetDeadline(past)
+	c.up.SetDeadline(time.Unix(1, 0)) // past: the read or write under way returns
 	c.dmu.Unlock()
 	c.rmu.Lock()
 	c.wmu.Lock()
@@ -193,11 +194,12 @@ func (c *localConn) chain(l *Link) {
 	near, far, err := tcpPair()
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
-	if err != nil || c.closed {
-		if err == nil {
-			near.Close()
-			far.Close()
-		}
+	if err == nil && c.closed {
+		near.Close()
+		far.Close()
+		err = net.ErrClosed
+	}
+	if err != nil {
 		c.severed.Store(true)
 		c.up.Close()
 		return
