@@ -60,6 +60,16 @@ func appendEvent(b []byte, e *Event) (line []byte, asWritten bool, err error) {
 	return w.b, !w.invalid, nil
 }
 
+// asIs are the bytes encoding/json writes in a string as they are: printable ASCII other than the
+// quote, the backslash and the characters it escapes for HTML (<, >, &). A table, as the encoder
+// looks at every byte of every string of every event.
+var asIs = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // lineWriter appends the parts of one event's line, noting whether any string was not valid UTF-8.
 type lineWriter struct {
 	b       []byte
@@ -89,7 +99,7 @@ func (w *lineWriter) optInt(name string, v int64) {
 // byte is left to encoding/json.
 func (w *lineWriter) str(s string) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !asIs[s[i]] {
 			j, _ := json.Marshal(s) // a string always encodes
 			w.b = append(w.b, j...)
 			w.invalid = w.invalid || !utf8.ValidString(s)
