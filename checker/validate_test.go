@@ -66,7 +66,7 @@ func TestValidationNamesTheLine(t *testing.T) {
 		{"unknown role", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"captain"}}`}, 1, `node n2 has unknown role "captain"`},
 		{"role change with a key", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","key":"k","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "names nodes, roles and a note only"},
 		{"client with roles", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","nodes":["n1"],"roles":{"n1":"primary"}}`}, 1, "process 0's event carries roles"},
-		{"nemesis with a note", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"note":"x"}`}, 1, "carries a note"},
+		{"client with a note", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","note":"x"}`}, 1, "carries a note"},
 		{"nemesis role of another node", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"roles":{"n2":"primary"}}`}, 1, "gives node n2 a role"},
 		{"key changes", []string{lAcq, strings.Replace(lAcqOK, `"key":"k"`, `"key":"j"`, 1)}, 2, `completed for key "j"`},
 	}
