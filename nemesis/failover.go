@@ -43,7 +43,8 @@ func FailoverKinds() []string { return []string{FailKill, FailPause, FailIsolate
 // back) and waiting for a lease the primary granted in the stall: that lease exists nowhere else, and
 // the promoted replica hands the lock out again. Each fault is, in the history:
 //
-//	stall n2/n1 n3/n1    (the replicas' paths to the primary n1 hold their data)
+//	stall n2/n1 n3/n1    (the replicas' paths to the primary n1 hold their data; made at a moment
+//	                      no node holds a lease, with n1's client writes held: aimStall)
 //	kill n1              (or stop, isolate s1/n1 s2/n1 s3/n1, or kill then start at once)
 //	start n1             (or cont, rejoin ...), Down later
 //	unstall n2/n1 n3/n1

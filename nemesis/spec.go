@@ -303,7 +303,8 @@ type Env struct {
 	Sessions systems.SessionEnder
 	// Promoter promotes a replica where no sentinel does (postgres); nil elsewhere.
 	Promoter systems.Promoter
-	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
+	// Writes holds writes back on a node (the clock nemesis's quiet reset, the failover's stall);
+	// nil when unavailable.
 	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.
 	Keys []string
