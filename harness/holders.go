@@ -19,10 +19,12 @@ type holders struct {
 	start time.Time
 	key   map[int]string           // process -> key of its acquire in flight
 	held  map[int][]nemesis.Holder // process -> its grants not yet released
+	// watchers are told of every release invoked (nemesis.ReleaseWatcher).
+	watchers map[chan struct{}]bool
 }
 
 func newHolders(groupOf func(process int) string) *holders {
-	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}}
+	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}, watchers: map[chan struct{}]bool{}}
 }
 
 // begin sets the run clock's start, which event times count from.
@@ -57,6 +59,25 @@ func (h *holders) observe(e *history.Event) {
 	case e.F == history.FRelease && e.Type == history.Invoke:
 		// An emptied list is kept: its process's next grant reuses it rather than allocating.
 		h.held[e.Process] = slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
+		for c := range h.watchers {
+			select {
+			case c <- struct{}{}:
+			default: // one signal pending already
+			}
+		}
+	}
+}
+
+// WatchReleases implements nemesis.ReleaseWatcher.
+func (h *holders) WatchReleases() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watchers[c] = true
+	return c, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.watchers, c)
 	}
 }
 

@@ -28,6 +28,15 @@ type HolderView interface {
 	Holders() []Holder
 }
 
+// ReleaseWatcher is a HolderView that also tells of every release as the history records its
+// invoke, at once: the failover's stall takes its hold then, before the release reaches the node.
+type ReleaseWatcher interface {
+	// WatchReleases returns a channel that receives after each release invoked from now on (one
+	// pending signal at most: a slow reader misses none but may see several as one), and the
+	// function that stops it.
+	WatchReleases() (<-chan struct{}, func())
+}
+
 // waitForHolder picks the process whose hold a fault should hit: the first granted a lock after the
 // wait began, polling holders every poll for up to wait; when none was, the one granted most
 // recently among those that hold a lock now; ok is false when nobody does. A hold hit at its start

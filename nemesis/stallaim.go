@@ -12,21 +12,25 @@ import (
 
 // A failover's stall must land at a moment no node holds a lease: a lease the replicas already have
 // outlives the failover on the promoted one (its holder's release, made in the stall, never reaches
-// them) and keeps the next client out until it expires. On a hot key such a moment lasts a
-// millisecond or two, from a release to the next client's grant, and the stall lands a round trip
-// or more after a look saw it: so the look and the stall are made with the primary's client writes
-// held back (CLIENT PAUSE WRITE; replication goes on), and nothing can be granted between them.
+// them) and keeps the next client out until it expires. On a hot key such a moment is short: a
+// millisecond or two from a release to the next grant where refused clients retry, well under one
+// where they wait for the release's message (the watchdog locks), and a stall made a round trip
+// after a look that saw it misses it. So the look and the stall are made with the primary's client
+// writes held back (CLIENT PAUSE WRITE; replication goes on), and nothing can be granted between
+// them; and when the history shows a release invoked, the hold is taken at once, before the release
+// reaches the primary or as it does, and stepped (the writes held so far run, then are held again)
+// until a look finds the release done and no new grant: a grant that follows the release comes a
+// round trip after it at the least, and is held back by the hold taken meanwhile.
 const (
-	// stallHoldMax bounds the hold: the look, the record of the stall's invoke and its toxics fit
-	// in it many times over, and should the harness stall, writes resume by themselves.
+	// stallHoldMax bounds the hold: the look, the steps, the record of the stall's invoke and its
+	// toxics fit in it many times over, and should the harness stall, writes resume by themselves.
 	stallHoldMax = 500 * time.Millisecond
-	// stallLook bounds the look at the leases inside the hold.
+	// stallLook bounds one look at the leases.
 	stallLook = 100 * time.Millisecond
-	// stallPoll is how often a stall's aim reads the leases, without a hold, while the history names
-	// a holder (or when there is no history to ask); while it names none (a release was just
-	// invoked, and the gap comes next) it reads them back to back, every stallSpin.
+	// stallSteps bounds how long a hold taken at a release is stepped, waiting for the release.
+	stallSteps = 50 * time.Millisecond
+	// stallPoll is how often a stall's aim reads the leases without a hold.
 	stallPoll = 2 * time.Millisecond
-	stallSpin = 200 * time.Microsecond
 )
 
 // stallHold is the hold on the primary's client writes that a stall's Resolve took at a moment no
@@ -51,49 +55,62 @@ var errLeasePresent = errors.New("a lease is present")
 
 // aimStall waits up to Wait for a moment no node holds a lease, and returns with the primary p's
 // client writes held from a look that saw none (the stall's Apply ends the hold once its toxics are
-// in place), and a note for the history saying how the stall was aimed. It looks without a hold
-// first, reading the leases as often as the history suggests a gap may be coming, and takes the
-// hold only when a read saw none, so that writes are held rarely and briefly. Where writes cannot
-// be held (postgres) it waits for such a read alone; with no moment in time, it returns no hold,
-// and the stall goes ahead with a lease present, as the note says.
+// in place), and a note for the history saying how the stall was aimed. It takes the hold when a
+// read without it saw no lease, or at once when the history records a release invoked; so writes
+// are held rarely and briefly. Where writes cannot be held (postgres) it waits for such a read
+// alone; with no moment in time, it returns no hold, and the stall goes ahead with a lease present,
+// as the note says.
 func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) {
 	if f.Env.Probe == nil || len(f.Env.Keys) == 0 {
 		return nil, ""
 	}
 	canHold := f.Env.Writes != nil
-	deadline := time.Now().Add(f.Wait)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !f.noLeaseRead(ctx, p, canHold) {
-			sleepCtx(ctx, f.stallPause())
-			continue
+	var releases <-chan struct{}
+	if w, ok := f.Env.Holders.(ReleaseWatcher); ok && canHold {
+		c, stop := w.WatchReleases()
+		defer stop()
+		releases = c
+	}
+	wait := time.NewTimer(f.Wait)
+	defer wait.Stop()
+	poll := time.NewTicker(stallPoll)
+	defer poll.Stop()
+	refused := 0 // holds refused in a row
+	// The first try holds and looks without a read first: it opens the connection holds are taken
+	// through, so that one taken at a release does not wait for a dial.
+	warm := canHold
+	for {
+		released := false
+		select {
+		case <-ctx.Done():
+			return nil, ""
+		case <-wait.C:
+			f.Env.Log.Info("failover: stall: no moment without a lease in time; stalled anyway", "primary", p, "wait", f.Wait)
+			return nil, fmt.Sprintf("no moment without a lease on any node within %v: stalled with one present", f.Wait)
+		case <-releases:
+			released = true
+		case <-poll.C:
 		}
-		if !canHold {
+		gap := !released && (warm || f.noLeaseRead(ctx, p, canHold))
+		warm = false
+		if !canHold && gap {
 			return nil, "" // as before write holds: the read saw no lease, and the stall follows
 		}
-		h, looked, err := f.holdStill(ctx, p)
+		if !canHold || !gap && !released {
+			continue
+		}
+		h, looked, err := f.holdStill(ctx, p, released)
 		if h != nil {
 			return h, fmt.Sprintf("client writes on %s held (CLIENT PAUSE WRITE, at most %v) from a look that found no lease on any node until the stall was in place", p, stallHoldMax)
 		}
-		if !looked {
-			// The writes could not be held (the node refuses, or did not answer): look without.
+		if looked {
+			refused = 0
+		} else if refused++; refused == 3 {
+			// The writes cannot be held (the node refuses, or does not answer): look without.
 			f.Env.Log.Info("failover: stall: client writes not held; aiming without", "primary", p, "err", err)
-			canHold = false
+			canHold, releases = false, nil
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, ""
-	}
-	f.Env.Log.Info("failover: stall: no moment without a lease in time; stalled anyway", "primary", p, "wait", f.Wait)
-	return nil, fmt.Sprintf("no moment without a lease on any node within %v: stalled with one present", f.Wait)
-}
-
-// stallPause is how long the aim waits before its next read: back to back while the history names
-// no holder, stallPoll while it names one or there is no history.
-func (f *Failover) stallPause() time.Duration {
-	if f.Env.Holders != nil && len(f.Env.Holders.Holders()) == 0 {
-		return stallSpin
-	}
-	return stallPoll
 }
 
 // noLeaseRead reads the leases without a hold and reports whether no node holds one; with anywhere
@@ -112,27 +129,43 @@ func (f *Failover) noLeaseRead(ctx context.Context, p string, anywhere bool) boo
 	return len(leases) == 0
 }
 
-// holdStill holds p's client writes and looks at the leases. When no node holds one it returns the
-// hold, still in place; otherwise the writes go on before it returns. looked is false when the
-// writes could not be held at all.
-func (f *Failover) holdStill(ctx context.Context, p string) (h *stallHold, looked bool, err error) {
+// holdStill holds p's client writes and looks at the leases; with step (a release was invoked), it
+// steps the hold for up to stallSteps while the leases it first saw are all there is. When a look
+// finds no lease on any node it returns the hold, still in place; otherwise the writes go on before
+// it returns. looked is false when the writes could not be held at all.
+func (f *Failover) holdStill(ctx context.Context, p string, step bool) (h *stallHold, looked bool, err error) {
 	h = &stallHold{node: p, release: make(chan struct{}), done: make(chan error, 1)}
 	seen := make(chan error, 1)
+	still := func(hctx context.Context, next func(context.Context) error) error {
+		h.took = time.Now()
+		first, err := f.leasesHeld(hctx)
+		leases := first
+		for err == nil && len(leases) > 0 && next != nil && time.Since(h.took) < stallSteps && within(leases, first) {
+			if err = next(hctx); err == nil {
+				leases, err = f.leasesHeld(hctx)
+			}
+		}
+		if err == nil && len(leases) > 0 {
+			err = errLeasePresent
+		}
+		seen <- err
+		if err != nil {
+			return err
+		}
+		select {
+		case <-h.release:
+			return nil
+		case <-hctx.Done():
+			return fmt.Errorf("the hold on %s's client writes ended (%v) before the stall was in place", p, stallHoldMax)
+		}
+	}
 	go func() {
-		h.done <- f.Env.Writes.HoldWrites(context.WithoutCancel(ctx), p, stallHoldMax, func(hctx context.Context) error {
-			h.took = time.Now()
-			err := f.noLeaseHeld(hctx)
-			seen <- err
-			if err != nil {
-				return err
-			}
-			select {
-			case <-h.release:
-				return nil
-			case <-hctx.Done():
-				return fmt.Errorf("the hold on %s's client writes ended (%v) before the stall was in place", p, stallHoldMax)
-			}
-		})
+		hold := context.WithoutCancel(ctx)
+		if s, ok := f.Env.Writes.(WriteStepper); ok && step {
+			h.done <- s.HoldWritesStepping(hold, p, stallHoldMax, still)
+			return
+		}
+		h.done <- f.Env.Writes.HoldWrites(hold, p, stallHoldMax, func(hctx context.Context) error { return still(hctx, nil) })
 	}()
 	select {
 	case err = <-seen:
@@ -150,19 +183,26 @@ func (f *Failover) holdStill(ctx context.Context, p string) (h *stallHold, looke
 	return h, true, nil
 }
 
-// noLeaseHeld looks at the leases inside a hold: nil when no node holds one, errLeasePresent when
-// one does, the look's error when it got no answer (nothing is known then).
-func (f *Failover) noLeaseHeld(ctx context.Context) error {
+// leasesHeld looks at the leases inside a hold; an error when the look got no answer (nothing is
+// known then).
+func (f *Failover) leasesHeld(ctx context.Context) ([]systems.Lease, error) {
 	lctx, cancel := context.WithTimeout(ctx, stallLook)
 	defer cancel()
 	leases := f.Env.Probe.Leases(lctx, f.Env.Keys)
 	if lctx.Err() != nil {
-		return fmt.Errorf("look at the leases: %w", lctx.Err())
+		return nil, fmt.Errorf("look at the leases: %w", lctx.Err())
 	}
-	if len(leases) > 0 {
-		return errLeasePresent
+	return leases, nil
+}
+
+// within says whether every lease in now was among was: no new grant came.
+func within(now, was []systems.Lease) bool {
+	for _, l := range now {
+		if !slices.ContainsFunc(was, func(w systems.Lease) bool { return w.Key == l.Key && w.Value == l.Value }) {
+			return false
+		}
 	}
-	return nil
+	return true
 }
 
 // sleepCtx sleeps for d or until ctx is done.

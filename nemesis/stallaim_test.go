@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/systems"
 )
@@ -137,3 +139,132 @@ func (refusingHolder) HoldWrites(context.Context, string, time.Duration, func(co
 type staticRoles map[string]systems.Role
 
 func (r staticRoles) Roles() map[string]systems.Role { return r }
+
+// releaseView is the history's view of who holds the lock, kept by the test's clients: a hold ends
+// when its release is invoked, as the harness counts it, and its watcher hears of it then.
+type releaseView struct {
+	n       atomic.Int64
+	mu      sync.Mutex
+	watcher chan struct{}
+}
+
+func (v *releaseView) Holders() []Holder { return make([]Holder, v.n.Load()) }
+
+func (v *releaseView) WatchReleases() (<-chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.watcher = c
+	return c, func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.watcher = nil
+	}
+}
+
+func (v *releaseView) released() {
+	v.n.Add(-1)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.watcher != nil {
+		select {
+		case v.watcher <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// contend runs clients on key at addr as the watchdog locks do: a client refused waits for the
+// holder's unlock message and tries again at once, so the key is free for well under a millisecond
+// between a release and the next grant; each hold lasts hold. view follows the holds.
+func contend(t *testing.T, addr, key string, clients int, hold time.Duration, view *releaseView) (grants func() int64, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	unlock := redis.NewScript(`redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], 'unlocked'); return 1`)
+	for c := range clients {
+		cl := systems.AdminClient(addr)
+		sub := cl.Subscribe(ctx, key+":channel")
+		wg.Go(func() {
+			defer cl.Close()
+			defer sub.Close()
+			for i := 0; ctx.Err() == nil; i++ {
+				ok, err := cl.SetNX(ctx, key, fmt.Sprintf("c%d-%d", c, i), 10*time.Second).Result()
+				if err != nil || !ok {
+					wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+					sub.ReceiveMessage(wctx)
+					wcancel()
+					continue
+				}
+				n.Add(1)
+				view.n.Add(1)
+				sleepCtx(ctx, hold)
+				view.released() // the release is invoked
+				unlock.Run(context.WithoutCancel(ctx), cl, []string{key, key + ":channel"})
+			}
+		})
+	}
+	return n.Load, func() { cancel(); wg.Wait() }
+}
+
+// Where refused clients wait for the unlock message (the watchdog locks), the key is free for less
+// than the round trip a look and a stall take: reads do not see that moment. The aim takes the hold
+// when the history shows a release invoked, and steps it until the release has run: the next grant,
+// a round trip behind, is held back, and the stall lands with no lease on any node.
+func TestFailoverStallCatchesTheGapAfterARelease(t *testing.T) {
+	ctx := context.Background()
+	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
+	const key = "lockpick:0"
+	addr := map[string]string{}
+	for _, n := range sys.Nodes() {
+		addr[n.Name] = n.Addr
+	}
+	view := &releaseView{}
+	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
+		Roles: sys, Probe: probe, Writes: sys, Holders: view, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
+	spec, _ := ParseSpec("failover:wait=3s")
+	n, err := Build(spec, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.(*Failover)
+	replicas := map[string]func() bool{}
+	for _, r := range []string{"n2", "n3"} {
+		c := systems.AdminClient(addr[r])
+		defer c.Close()
+		replicas[r] = func() bool { return c.Exists(ctx, key).Val() > 0 }
+	}
+	grants, stop := contend(t, addr["n1"], key, 4, 20*time.Millisecond, view)
+	defer stop()
+	for wait := time.Now().Add(5 * time.Second); grants() < 10; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("the clients made %d grants in 5s", grants())
+		}
+	}
+	const tries = 5
+	for i := range tries {
+		began := time.Now()
+		stall, err := f.Resolve(ctx, Op{F: "stall", Effect: history.EffectFault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Apply(ctx, stall); err != nil {
+			t.Fatal(err)
+		}
+		done := history.Event{Type: history.Info}
+		f.Annotate(ctx, stall, &done, nil)
+		if !strings.Contains(done.Note, "client writes on n1 held") {
+			t.Fatalf("try %d: the stall was not aimed at a moment without a lease: %q", i, done.Note)
+		}
+		t.Logf("try %d: aimed in %v: %s", i, time.Since(began).Round(time.Millisecond), done.Note)
+		time.Sleep(50 * time.Millisecond)
+		for r, has := range replicas {
+			if has() {
+				t.Errorf("try %d: replica %s kept a copy of the key through the stall", i, r)
+			}
+		}
+		resolveApply(ctx, t, f, Op{F: "unstall", Effect: history.EffectHeal})
+		time.Sleep(50 * time.Millisecond)
+	}
+}
