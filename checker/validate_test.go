@@ -83,6 +83,18 @@ func TestValidationNamesTheLine(t *testing.T) {
 	}
 }
 
+// A nemesis event may say in its note how the fault was applied (the failover's stall, aimed with
+// the primary's writes held).
+func TestValidationTakesANemesisNote(t *testing.T) {
+	note := `"note":"client writes on n1 held (CLIENT PAUSE WRITE, at most 500ms) from a look that found no lease on any node until the stall was in place"`
+	_, err := checkText(
+		`{"index":0,"time":1,"type":"invoke","process":-1,"f":"stall n2/n1 n3/n1","effect":"fault","fault":"failover","nodes":["n1"],`+note+`}`,
+		`{"index":1,"time":2,"type":"info","process":-1,"f":"stall n2/n1 n3/n1","effect":"fault","fault":"failover","nodes":["n1"],`+note+`}`)
+	if err != nil {
+		t.Fatalf("a nemesis event with a note was refused: %v", err)
+	}
+}
+
 // Blank lines do not shift the line an error names.
 func TestValidationCountsBlankLines(t *testing.T) {
 	_, err := checkText(lAcq, "", "   ", `{"index":1,"time":2000,"type":"ok","process":0,"f":"renew"}`)

@@ -52,6 +52,42 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 	}
 }
 
+// A watcher hears of a release when its invoke is recorded (an inner level's release is none), one
+// pending signal at most, and nothing once stopped.
+func TestHoldersTellOfReleases(t *testing.T) {
+	h := newHolders(func(int) string { return "c1" })
+	h.begin(time.Now())
+	c, stop := h.WatchReleases()
+	heard := func() bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, e := range []history.Event{
+		{Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "a"},
+		{Type: history.OK, Process: 1, F: history.FAcquire, Key: "a"},
+		{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a", Depth: 2},
+	} {
+		h.observe(&e)
+	}
+	if heard() {
+		t.Fatal("a watcher heard of a release before any was invoked")
+	}
+	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
+	h.observe(&history.Event{Type: history.Invoke, Process: 2, F: history.FRelease, Key: "a"})
+	if !heard() || heard() {
+		t.Fatal("two releases invoked: want one pending signal")
+	}
+	stop()
+	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
+	if heard() {
+		t.Fatal("a stopped watcher heard of a release")
+	}
+}
+
 // A partition with group=holder cuts, at every fault, the group of a process that holds the lock
 // right then: each cut in the history names the group of a process whose grant precedes it and
 // whose release does not.
