@@ -19,12 +19,13 @@ type holders struct {
 	start time.Time
 	key   map[int]string           // process -> key of its acquire in flight
 	held  map[int][]nemesis.Holder // process -> its grants not yet released
-	// watchers are told of every release invoked (nemesis.ReleaseWatcher).
-	watchers map[chan struct{}]bool
+	// onRelease are called at every release invoked (nemesis.ReleaseWatcher).
+	onRelease map[int]func()
+	nextWatch int
 }
 
 func newHolders(groupOf func(process int) string) *holders {
-	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}, watchers: map[chan struct{}]bool{}}
+	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}, onRelease: map[int]func(){}}
 }
 
 // begin sets the run clock's start, which event times count from.
@@ -41,7 +42,13 @@ func (h *holders) observe(e *history.Event) {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	var told []func()
+	defer func() {
+		h.mu.Unlock()
+		for _, f := range told {
+			f()
+		}
+	}()
 	switch {
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		h.key[e.Process] = e.Key
@@ -59,25 +66,24 @@ func (h *holders) observe(e *history.Event) {
 	case e.F == history.FRelease && e.Type == history.Invoke:
 		// An emptied list is kept: its process's next grant reuses it rather than allocating.
 		h.held[e.Process] = slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
-		for c := range h.watchers {
-			select {
-			case c <- struct{}{}:
-			default: // one signal pending already
-			}
+		for _, f := range h.onRelease {
+			told = append(told, f)
 		}
 	}
 }
 
-// WatchReleases implements nemesis.ReleaseWatcher.
-func (h *holders) WatchReleases() (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
+// OnRelease implements nemesis.ReleaseWatcher. The history's recorder calls observe, and so f, as
+// it records the release's invoke, before the releasing client sends the release.
+func (h *holders) OnRelease(f func()) (stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.watchers[c] = true
-	return c, func() {
+	id := h.nextWatch
+	h.nextWatch++
+	h.onRelease[id] = f
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		delete(h.watchers, c)
+		delete(h.onRelease, id)
 	}
 }
 

@@ -52,20 +52,13 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 	}
 }
 
-// A watcher hears of a release when its invoke is recorded (an inner level's release is none), one
-// pending signal at most, and nothing once stopped.
+// A watcher is called as a release's invoke is observed (an inner level's release is none), and no
+// more once stopped.
 func TestHoldersTellOfReleases(t *testing.T) {
 	h := newHolders(func(int) string { return "c1" })
 	h.begin(time.Now())
-	c, stop := h.WatchReleases()
-	heard := func() bool {
-		select {
-		case <-c:
-			return true
-		default:
-			return false
-		}
-	}
+	heard := 0
+	stop := h.OnRelease(func() { heard++ })
 	for _, e := range []history.Event{
 		{Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "a"},
 		{Type: history.OK, Process: 1, F: history.FAcquire, Key: "a"},
@@ -73,17 +66,17 @@ func TestHoldersTellOfReleases(t *testing.T) {
 	} {
 		h.observe(&e)
 	}
-	if heard() {
+	if heard != 0 {
 		t.Fatal("a watcher heard of a release before any was invoked")
 	}
 	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
 	h.observe(&history.Event{Type: history.Invoke, Process: 2, F: history.FRelease, Key: "a"})
-	if !heard() || heard() {
-		t.Fatal("two releases invoked: want one pending signal")
+	if heard != 2 {
+		t.Fatalf("two releases invoked: heard of %d", heard)
 	}
 	stop()
 	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
-	if heard() {
+	if heard != 2 {
 		t.Fatal("a stopped watcher heard of a release")
 	}
 }

@@ -486,6 +486,9 @@ func (f *Failover) endHold() {
 		return
 	}
 	f.stallNote += fmt.Sprintf("; writes held %v", held.Round(10*time.Microsecond))
+	if h.steps > 0 {
+		f.stallNote += fmt.Sprintf(", stepped %d times (the held writes ran, the release among them, then were held again)", h.steps)
+	}
 }
 
 // Annotate implements Annotator: a stall's events say how it was aimed (its note), the completion

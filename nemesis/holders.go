@@ -29,12 +29,12 @@ type HolderView interface {
 }
 
 // ReleaseWatcher is a HolderView that also tells of every release as the history records its
-// invoke, at once: the failover's stall takes its hold then, before the release reaches the node.
+// invoke, before the releasing client goes on to send it: the failover's stall holds the primary's
+// writes then, so that the release and the grant after it reach a node that holds them.
 type ReleaseWatcher interface {
-	// WatchReleases returns a channel that receives after each release invoked from now on (one
-	// pending signal at most: a slow reader misses none but may see several as one), and the
-	// function that stops it.
-	WatchReleases() (<-chan struct{}, func())
+	// OnRelease calls f as each release's invoke is recorded, from now until stop is called. The
+	// releasing client, and every other event's record, wait for f: it must return quickly.
+	OnRelease(f func()) (stop func())
 }
 
 // waitForHolder picks the process whose hold a fault should hit: the first granted a lock after the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lockpick-dev/lockpick/systems"
@@ -31,6 +32,10 @@ const (
 	stallSteps = 50 * time.Millisecond
 	// stallPoll is how often a stall's aim reads the leases without a hold.
 	stallPoll = 2 * time.Millisecond
+	// stallAck bounds how long a release invoked waits for the hold it asked for.
+	stallAck = 5 * time.Millisecond
+	// stallStep is how long a hold waits for replicas to catch up before it looks again.
+	stallStep = 100 * time.Microsecond
 )
 
 // stallHold is the hold on the primary's client writes that a stall's Resolve took at a moment no
@@ -38,6 +43,7 @@ const (
 type stallHold struct {
 	node    string
 	took    time.Time
+	steps   int           // how often the held writes ran before the look that found no lease
 	release chan struct{} // closed once the stall is in place
 	done    chan error    // the hold's end: nil, or why it ended before the stall was in place
 }
@@ -65,11 +71,26 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 		return nil, ""
 	}
 	canHold := f.Env.Writes != nil
-	var releases <-chan struct{}
+	// A release invoked asks for a hold and waits (at most stallAck) until it is in place, so that
+	// the release reaches a primary that holds it, and the grant after it too.
+	var releases chan chan struct{}
 	if w, ok := f.Env.Holders.(ReleaseWatcher); ok && canHold {
-		c, stop := w.WatchReleases()
+		releases = make(chan chan struct{}, 1)
+		stop := w.OnRelease(func() {
+			held := make(chan struct{})
+			select {
+			case releases <- held:
+			default:
+				return // a release asked already and is being served
+			}
+			t := time.NewTimer(stallAck)
+			defer t.Stop()
+			select {
+			case <-held:
+			case <-t.C:
+			}
+		})
 		defer stop()
-		releases = c
 	}
 	wait := time.NewTimer(f.Wait)
 	defer wait.Stop()
@@ -80,23 +101,22 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 	// through, so that one taken at a release does not wait for a dial.
 	warm := canHold
 	for {
-		released := false
+		var released chan struct{}
 		select {
 		case <-ctx.Done():
 			return nil, ""
 		case <-wait.C:
 			f.Env.Log.Info("failover: stall: no moment without a lease in time; stalled anyway", "primary", p, "wait", f.Wait)
 			return nil, fmt.Sprintf("no moment without a lease on any node within %v: stalled with one present", f.Wait)
-		case <-releases:
-			released = true
+		case released = <-releases:
 		case <-poll.C:
 		}
-		gap := !released && (warm || f.noLeaseRead(ctx, p, canHold))
+		gap := released == nil && (warm || f.noLeaseRead(ctx, p, canHold))
 		warm = false
 		if !canHold && gap {
 			return nil, "" // as before write holds: the read saw no lease, and the stall follows
 		}
-		if !canHold || !gap && !released {
+		if !canHold || !gap && released == nil {
 			continue
 		}
 		h, looked, err := f.holdStill(ctx, p, released)
@@ -108,7 +128,7 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 		} else if refused++; refused == 3 {
 			// The writes cannot be held (the node refuses, or does not answer): look without.
 			f.Env.Log.Info("failover: stall: client writes not held; aiming without", "primary", p, "err", err)
-			canHold, releases = false, nil
+			canHold = false
 		}
 	}
 }
@@ -129,24 +149,49 @@ func (f *Failover) noLeaseRead(ctx context.Context, p string, anywhere bool) boo
 	return len(leases) == 0
 }
 
-// holdStill holds p's client writes and looks at the leases; with step (a release was invoked), it
-// steps the hold for up to stallSteps while the leases it first saw are all there is. When a look
-// finds no lease on any node it returns the hold, still in place; otherwise the writes go on before
-// it returns. looked is false when the writes could not be held at all.
-func (f *Failover) holdStill(ctx context.Context, p string, step bool) (h *stallHold, looked bool, err error) {
+// holdStill holds p's client writes and looks at the leases. When a look finds no lease on any node
+// it returns the hold, still in place; otherwise the writes go on before it returns. looked is false
+// when the writes could not be held at all. With released (a release is waiting for the hold,
+// closed once it is in place) it goes on looking for up to stallSteps while only the leases it first
+// saw are there: when the primary holds one (the release, held back) it steps the hold, so that the
+// release runs and the grant that follows it, a round trip behind, is held; when only replicas do
+// (the release has run, and is on its way to them) it looks again.
+func (f *Failover) holdStill(ctx context.Context, p string, released chan struct{}) (h *stallHold, looked bool, err error) {
 	h = &stallHold{node: p, release: make(chan struct{}), done: make(chan error, 1)}
+	var once sync.Once
+	ack := func() {
+		if released != nil {
+			once.Do(func() { close(released) })
+		}
+	}
+	defer ack()
 	seen := make(chan error, 1)
-	still := func(hctx context.Context, next func(context.Context) error) error {
+	still := func(hctx context.Context, step func(context.Context) error) error {
 		h.took = time.Now()
+		ack()
 		first, err := f.leasesHeld(hctx)
 		leases := first
-		for err == nil && len(leases) > 0 && next != nil && time.Since(h.took) < stallSteps && within(leases, first) {
-			if err = next(hctx); err == nil {
-				leases, err = f.leasesHeld(hctx)
+		for err == nil && len(leases) > 0 && released != nil && time.Since(h.took) < stallSteps && within(leases, first) {
+			switch {
+			case !slices.ContainsFunc(leases, func(l systems.Lease) bool { return slices.Contains(l.Nodes, p) }):
+				sleepCtx(hctx, stallStep)
+			case step == nil:
+				err = errLeasePresent
+				continue
+			default:
+				if err = step(hctx); err != nil {
+					continue
+				}
+				h.steps++
 			}
+			leases, err = f.leasesHeld(hctx)
 		}
 		if err == nil && len(leases) > 0 {
 			err = errLeasePresent
+			if released != nil {
+				f.Env.Log.Info("failover: stall: the hold taken at a release found a lease", "primary", p, "first", first, "last", leases,
+					"steps", h.steps, "held", time.Since(h.took))
+			}
 		}
 		seen <- err
 		if err != nil {
@@ -161,7 +206,7 @@ func (f *Failover) holdStill(ctx context.Context, p string, step bool) (h *stall
 	}
 	go func() {
 		hold := context.WithoutCancel(ctx)
-		if s, ok := f.Env.Writes.(WriteStepper); ok && step {
+		if s, ok := f.Env.Writes.(WriteStepper); ok && released != nil {
 			h.done <- s.HoldWritesStepping(hold, p, stallHoldMax, still)
 			return
 		}

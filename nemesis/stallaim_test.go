@@ -141,21 +141,21 @@ type staticRoles map[string]systems.Role
 func (r staticRoles) Roles() map[string]systems.Role { return r }
 
 // releaseView is the history's view of who holds the lock, kept by the test's clients: a hold ends
-// when its release is invoked, as the harness counts it, and its watcher hears of it then.
+// when its release is invoked, as the harness counts it, and its watcher is called then, before the
+// client sends the release.
 type releaseView struct {
 	n       atomic.Int64
 	mu      sync.Mutex
-	watcher chan struct{}
+	watcher func()
 }
 
 func (v *releaseView) Holders() []Holder { return make([]Holder, v.n.Load()) }
 
-func (v *releaseView) WatchReleases() (<-chan struct{}, func()) {
-	c := make(chan struct{}, 1)
+func (v *releaseView) OnRelease(f func()) func() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.watcher = c
-	return c, func() {
+	v.watcher = f
+	return func() {
 		v.mu.Lock()
 		defer v.mu.Unlock()
 		v.watcher = nil
@@ -167,10 +167,7 @@ func (v *releaseView) released() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.watcher != nil {
-		select {
-		case v.watcher <- struct{}{}:
-		default:
-		}
+		v.watcher()
 	}
 }
 
