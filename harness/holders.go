@@ -42,13 +42,7 @@ func (h *holders) observe(e *history.Event) {
 		return
 	}
 	h.mu.Lock()
-	var told []func()
-	defer func() {
-		h.mu.Unlock()
-		for _, f := range told {
-			f()
-		}
-	}()
+	defer h.mu.Unlock()
 	switch {
 	case e.F == history.FAcquire && e.Type == history.Invoke:
 		h.key[e.Process] = e.Key
@@ -67,13 +61,14 @@ func (h *holders) observe(e *history.Event) {
 		// An emptied list is kept: its process's next grant reuses it rather than allocating.
 		h.held[e.Process] = slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
 		for _, f := range h.onRelease {
-			told = append(told, f)
+			f() // under h.mu: f must not ask for the holders (the failover's stall only signals)
 		}
 	}
 }
 
 // OnRelease implements nemesis.ReleaseWatcher. The history's recorder calls observe, and so f, as
-// it records the release's invoke, before the releasing client sends the release.
+// it records the release's invoke, before the releasing client sends the release; f runs with the
+// holders locked, so it must not call Holders.
 func (h *holders) OnRelease(f func()) (stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -33,7 +33,8 @@ type HolderView interface {
 // writes then, so that the release and the grant after it reach a node that holds them.
 type ReleaseWatcher interface {
 	// OnRelease calls f as each release's invoke is recorded, from now until stop is called. The
-	// releasing client, and every other event's record, wait for f: it must return quickly.
+	// releasing client, and every other event's record, wait for f: it must return quickly, and
+	// must not ask for the holders.
 	OnRelease(f func()) (stop func())
 }
 
