@@ -18,10 +18,15 @@ import (
 // where they wait for the release's message (the watchdog locks), and a stall made a round trip
 // after a look that saw it misses it. So the look and the stall are made with the primary's client
 // writes held back (CLIENT PAUSE WRITE; replication goes on), and nothing can be granted between
-// them; and when the history shows a release invoked, the hold is taken at once, before the release
-// reaches the primary or as it does, and stepped (the writes held so far run, then are held again)
-// until a look finds the release done and no new grant: a grant that follows the release comes a
-// round trip after it at the least, and is held back by the hold taken meanwhile.
+// them. Reads catch the gaps of retrying clients; for the others, the hold is taken as the history
+// records a release's invoke, the recorder waiting until it is in place (ReleaseWatcher), so the
+// release reaches a primary that holds it back; the hold is then stepped (the writes held so far
+// run, then are held again) until a look finds the release done and no new grant. A grant that
+// follows the release comes a round trip after it at the least, and the step's PAUSE, sent as its
+// UNPAUSE is answered, usually comes first; on a loaded machine it loses that race now and then,
+// and the next release is tried. (A PAUSE written on a second connection before the UNPAUSE is
+// answered lost it more often, measured: the node often took both in one pass, and a wait between
+// them let the woken clients in.)
 const (
 	// stallHoldMax bounds the hold: the look, the steps, the record of the stall's invoke and its
 	// toxics fit in it many times over, and should the harness stall, writes resume by themselves.
