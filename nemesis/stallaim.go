@@ -77,11 +77,18 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 	}
 	canHold := f.Env.Writes != nil
 	// A release invoked asks for a hold and waits (at most stallAck) until it is in place, so that
-	// the release reaches a primary that holds it, and the grant after it too.
+	// the release reaches a primary that holds it, and the grant after it too. The watch starts once
+	// a hold was taken: where writes cannot be held, no release waits for one.
 	var releases chan chan struct{}
-	if w, ok := f.Env.Holders.(ReleaseWatcher); ok && canHold {
+	stop := func() {}
+	defer func() { stop() }()
+	watch := func() {
+		w, ok := f.Env.Holders.(ReleaseWatcher)
+		if !ok || releases != nil {
+			return
+		}
 		releases = make(chan chan struct{}, 1)
-		stop := w.OnRelease(func() {
+		stop = w.OnRelease(func() {
 			held := make(chan struct{})
 			select {
 			case releases <- held:
@@ -95,7 +102,6 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 			case <-t.C:
 			}
 		})
-		defer stop()
 	}
 	wait := time.NewTimer(f.Wait)
 	defer wait.Stop()
@@ -116,6 +122,10 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 		case released = <-releases:
 		case <-poll.C:
 		}
+		if released != nil && !canHold {
+			close(released) // no hold comes: the release goes on
+			released = nil
+		}
 		gap := released == nil && (warm || f.noLeaseRead(ctx, p, canHold))
 		warm = false
 		if !canHold && gap {
@@ -130,6 +140,7 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 		}
 		if looked {
 			refused = 0
+			watch()
 		} else if refused++; refused == 3 {
 			// The writes cannot be held (the node refuses, or does not answer): look without.
 			f.Env.Log.Info("failover: stall: client writes not held; aiming without", "primary", p, "err", err)
