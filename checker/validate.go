@@ -327,11 +327,12 @@ func (v *validator) system(i int) error {
 var knownRoles = []string{"master", "primary", "replica", "sentinel", "leader", "follower", "fenced"}
 
 // roles checks the roles and note an event may carry: roles name the event's own nodes, on nemesis
-// events (the role each had then) and role changes; a note belongs to a role change.
+// events (the role each had then) and role changes; a note belongs to a role change (what the
+// system announced) or a nemesis event (how the nemesis applied its fault).
 func (v *validator) roles(i int) error {
 	e := v.st.at(i)
-	if e.Note != "" && e.Process != history.SystemProcess {
-		return v.fail(i, "process %d's event carries a note: only the system's role changes (process %d) do", e.Process, history.SystemProcess)
+	if e.Note != "" && e.Process != history.SystemProcess && e.Process != history.NemesisProcess {
+		return v.fail(i, "process %d's event carries a note: only the system's role changes (process %d) and nemesis events (process %d) do", e.Process, history.SystemProcess, history.NemesisProcess)
 	}
 	if len(e.Roles) == 0 {
 		return nil

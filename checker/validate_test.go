@@ -66,7 +66,7 @@ func TestValidationNamesTheLine(t *testing.T) {
 		{"unknown role", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","nodes":["n2"],"roles":{"n2":"captain"}}`}, 1, `node n2 has unknown role "captain"`},
 		{"role change with a key", []string{`{"index":0,"time":1,"type":"info","process":-3,"f":"role","key":"k","nodes":["n2"],"roles":{"n2":"primary"}}`}, 1, "names nodes, roles and a note only"},
 		{"client with roles", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","nodes":["n1"],"roles":{"n1":"primary"}}`}, 1, "process 0's event carries roles"},
-		{"nemesis with a note", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"note":"x"}`}, 1, "carries a note"},
+		{"client with a note", []string{`{"index":0,"time":1,"type":"invoke","process":0,"f":"acquire","key":"k","note":"x"}`}, 1, "carries a note"},
 		{"nemesis role of another node", []string{`{"index":0,"time":1,"type":"invoke","process":-1,"f":"kill","effect":"fault","nodes":["n1"],"roles":{"n2":"primary"}}`}, 1, "gives node n2 a role"},
 		{"key changes", []string{lAcq, strings.Replace(lAcqOK, `"key":"k"`, `"key":"j"`, 1)}, 2, `completed for key "j"`},
 	}
@@ -80,6 +80,18 @@ func TestValidationNamesTheLine(t *testing.T) {
 		if ve.Line != c.line || !strings.Contains(ve.Msg, c.want) || !strings.HasPrefix(err.Error(), "line ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: got %q, want line %d and %q", c.name, err, c.line, c.want)
 		}
+	}
+}
+
+// A nemesis event may say in its note how the fault was applied (the failover's stall, aimed with
+// the primary's writes held).
+func TestValidationTakesANemesisNote(t *testing.T) {
+	note := `"note":"client writes on n1 held (CLIENT PAUSE WRITE, at most 500ms) from a look that found no lease on any node until the stall was in place"`
+	_, err := checkText(
+		`{"index":0,"time":1,"type":"invoke","process":-1,"f":"stall n2/n1 n3/n1","effect":"fault","fault":"failover","nodes":["n1"],`+note+`}`,
+		`{"index":1,"time":2,"type":"info","process":-1,"f":"stall n2/n1 n3/n1","effect":"fault","fault":"failover","nodes":["n1"],`+note+`}`)
+	if err != nil {
+		t.Fatalf("a nemesis event with a note was refused: %v", err)
 	}
 }
 

@@ -19,10 +19,13 @@ type holders struct {
 	start time.Time
 	key   map[int]string           // process -> key of its acquire in flight
 	held  map[int][]nemesis.Holder // process -> its grants not yet released
+	// onRelease are called at every release invoked (nemesis.ReleaseWatcher).
+	onRelease map[int]func()
+	nextWatch int
 }
 
 func newHolders(groupOf func(process int) string) *holders {
-	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}}
+	return &holders{groupOf: groupOf, key: map[int]string{}, held: map[int][]nemesis.Holder{}, onRelease: map[int]func(){}}
 }
 
 // begin sets the run clock's start, which event times count from.
@@ -57,6 +60,25 @@ func (h *holders) observe(e *history.Event) {
 	case e.F == history.FRelease && e.Type == history.Invoke:
 		// An emptied list is kept: its process's next grant reuses it rather than allocating.
 		h.held[e.Process] = slices.DeleteFunc(h.held[e.Process], func(x nemesis.Holder) bool { return e.Key == "" || x.Key == e.Key })
+		for _, f := range h.onRelease {
+			f() // under h.mu: f must not ask for the holders (the failover's stall only signals)
+		}
+	}
+}
+
+// OnRelease implements nemesis.ReleaseWatcher. The history's recorder calls observe, and so f, as
+// it records the release's invoke, before the releasing client sends the release; f runs with the
+// holders locked, so it must not call Holders.
+func (h *holders) OnRelease(f func()) (stop func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.nextWatch
+	h.nextWatch++
+	h.onRelease[id] = f
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.onRelease, id)
 	}
 }
 

@@ -52,6 +52,35 @@ func TestHoldersFollowGrantsAndReleases(t *testing.T) {
 	}
 }
 
+// A watcher is called as a release's invoke is observed (an inner level's release is none), and no
+// more once stopped.
+func TestHoldersTellOfReleases(t *testing.T) {
+	h := newHolders(func(int) string { return "c1" })
+	h.begin(time.Now())
+	heard := 0
+	stop := h.OnRelease(func() { heard++ })
+	for _, e := range []history.Event{
+		{Type: history.Invoke, Process: 1, F: history.FAcquire, Key: "a"},
+		{Type: history.OK, Process: 1, F: history.FAcquire, Key: "a"},
+		{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a", Depth: 2},
+	} {
+		h.observe(&e)
+	}
+	if heard != 0 {
+		t.Fatal("a watcher heard of a release before any was invoked")
+	}
+	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
+	h.observe(&history.Event{Type: history.Invoke, Process: 2, F: history.FRelease, Key: "a"})
+	if heard != 2 {
+		t.Fatalf("two releases invoked: heard of %d", heard)
+	}
+	stop()
+	h.observe(&history.Event{Type: history.Invoke, Process: 1, F: history.FRelease, Key: "a"})
+	if heard != 2 {
+		t.Fatal("a stopped watcher heard of a release")
+	}
+}
+
 // A partition with group=holder cuts, at every fault, the group of a process that holds the lock
 // right then: each cut in the history names the group of a process whose grant precedes it and
 // whose release does not.

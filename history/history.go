@@ -171,7 +171,9 @@ type Event struct {
 	Reason string `json:"reason,omitempty"`
 	// Plan is set on the run's invoke (F = FRun) only.
 	Plan *Plan `json:"plan,omitempty"`
-	// Note is what the system announced, on a role event (F = FRole).
+	// Note is what the system announced, on a role event (F = FRole); on a nemesis event, how the
+	// nemesis applied its fault (the failover's stall: the primary's client writes held from the look
+	// that found no lease until the stall was in place).
 	Note string `json:"note,omitempty"`
 	// Stderr is the end of a client program's stderr, on the completion of a FaultClientExit event:
 	// what the program said as it died (a traceback, a panic).

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,7 +43,8 @@ func FailoverKinds() []string { return []string{FailKill, FailPause, FailIsolate
 // back) and waiting for a lease the primary granted in the stall: that lease exists nowhere else, and
 // the promoted replica hands the lock out again. Each fault is, in the history:
 //
-//	stall n2/n1 n3/n1    (the replicas' paths to the primary n1 hold their data)
+//	stall n2/n1 n3/n1    (the replicas' paths to the primary n1 hold their data; made at a moment
+//	                      no node holds a lease, with n1's client writes held: aimStall)
 //	kill n1              (or stop, isolate s1/n1 s2/n1 s3/n1, or kill then start at once)
 //	start n1             (or cont, rejoin ...), Down later
 //	unstall n2/n1 n3/n1
@@ -86,6 +88,11 @@ type Failover struct {
 	// promotions replaced, kept down.
 	promoting string
 	fenced    map[string]string // old primary -> the replica promoted in its place
+	// held is the hold on the primary's client writes the stall in progress was aimed with, from its
+	// Resolve until its Apply has put the stall in place; stallNote says, on the stall's events, how
+	// it was aimed.
+	held      *stallHold
+	stallNote string
 }
 
 // failoverParams are the failover nemesis's parameters.
@@ -178,12 +185,16 @@ func (f *Failover) Resolve(ctx context.Context, op Op) (Op, error) {
 	switch op.F {
 	case "stall":
 		// A lease the replicas already have would outlive the failover on the promoted one and
-		// keep the next client out: the stall waits for a moment the primary holds no lease.
-		f.waitForLease(ctx, p, func(held []systems.Lease) bool { return len(held) == 0 })
+		// keep the next client out: the stall waits for a moment no node holds a lease, and holds
+		// the primary's client writes from it until Apply has stalled replication (aimStall).
 		cuts := Cuts{}
 		for _, r := range RoleNodes(f.Env, TargetReplicas) {
 			cuts[r] = []string{p}
 		}
+		h, note := f.aimStall(ctx, p)
+		f.mu.Lock()
+		f.held, f.stallNote = h, note
+		f.mu.Unlock()
 		return opWithCuts(op.At, "stall", cuts, op.Effect), nil
 	case "unstall":
 		return f.inPlace(op, "unstall", func(from string) bool { return !slices.Contains(RoleNodes(f.Env, TargetSentinels), from) }), nil
@@ -417,6 +428,9 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 				errs = append(errs, f.toxics.add(from, to, links.Stall(verb)))
 			}
 		}
+		if verb == "stall" {
+			f.endHold()
+		}
 	case "unstall", "rejoin", "heal":
 		f.mu.Lock()
 		died := maps.Clone(f.died)
@@ -451,6 +465,41 @@ func (f *Failover) Apply(ctx context.Context, op Op) error {
 		return fmt.Errorf("failover nemesis cannot %q", verb)
 	}
 	return errors.Join(errs...)
+}
+
+// endHold lets the client writes the stall's aim held go on, now that the stall is in place, and
+// adds to the stall's note how long they were held, or that the hold ended before.
+func (f *Failover) endHold() {
+	f.mu.Lock()
+	h := f.held
+	f.held = nil
+	f.mu.Unlock()
+	if h == nil {
+		return
+	}
+	held, err := h.end()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.Env.Log.Warn("failover: stall: "+err.Error(), "primary", h.node)
+		f.stallNote += "; " + err.Error()
+		return
+	}
+	f.stallNote += fmt.Sprintf("; writes held %v", held.Round(10*time.Microsecond))
+	if h.steps > 0 {
+		f.stallNote += fmt.Sprintf(", stepped %d times (the held writes ran, the release among them, then were held again)", h.steps)
+	}
+}
+
+// Annotate implements Annotator: a stall's events say how it was aimed (its note), the completion
+// how long the primary's client writes were held.
+func (f *Failover) Annotate(_ context.Context, op Op, ev *history.Event, _ error) {
+	if verb, _, _ := strings.Cut(op.F, " "); verb != "stall" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ev.Note = f.stallNote
 }
 
 // promote promotes the replica op names in place of the primary the kill took away, and keeps

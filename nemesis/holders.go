@@ -28,6 +28,16 @@ type HolderView interface {
 	Holders() []Holder
 }
 
+// ReleaseWatcher is a HolderView that also tells of every release as the history records its
+// invoke, before the releasing client goes on to send it: the failover's stall holds the primary's
+// writes then, so that the release and the grant after it reach a node that holds them.
+type ReleaseWatcher interface {
+	// OnRelease calls f as each release's invoke is recorded, from now until stop is called. The
+	// releasing client, and every other event's record, wait for f: it must return quickly, and
+	// must not ask for the holders.
+	OnRelease(f func()) (stop func())
+}
+
 // waitForHolder picks the process whose hold a fault should hit: the first granted a lock after the
 // wait began, polling holders every poll for up to wait; when none was, the one granted most
 // recently among those that hold a lock now; ok is false when nobody does. A hold hit at its start

@@ -267,6 +267,12 @@ type WriteHolder interface {
 	HoldWrites(ctx context.Context, node string, max time.Duration, f func(ctx context.Context) error) error
 }
 
+// WriteStepper is a WriteHolder whose hold f may also step: let the writes held back so far run, and
+// hold again what arrives after (a systems.System on redis-sentinel is one).
+type WriteStepper interface {
+	HoldWritesStepping(ctx context.Context, node string, max time.Duration, f func(ctx context.Context, step func(context.Context) error) error) error
+}
+
 // Env is what the harness gives nemeses: the system's nodes, their roles and links, the lock's
 // lease probe, and the run's timing. Nothing here is particular to a server family.
 type Env struct {
@@ -303,7 +309,8 @@ type Env struct {
 	Sessions systems.SessionEnder
 	// Promoter promotes a replica where no sentinel does (postgres); nil elsewhere.
 	Promoter systems.Promoter
-	// Writes holds writes back on a node (the clock nemesis's quiet reset); nil when unavailable.
+	// Writes holds writes back on a node (the clock nemesis's quiet reset, the failover's stall);
+	// nil when unavailable.
 	Writes WriteHolder
 	// Keys are the lock keys the workload contends for.
 	Keys []string

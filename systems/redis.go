@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,13 +19,69 @@ import (
 func holdWrites(ctx context.Context, addr string, max time.Duration, f func(context.Context) error) error {
 	admin := AdminClient(addr)
 	defer admin.Close()
+	return holdWritesStepping(ctx, admin, addr, max, func(ctx context.Context, _ func(context.Context) error) error { return f(ctx) })
+}
+
+// holdClients keeps an admin client per address for holds, its connection open between them: a
+// hold taken as a release is invoked must not wait for a dial.
+type holdClients struct {
+	mu      sync.Mutex
+	clients map[string]*redis.Client
+}
+
+// get returns the client for addr.
+func (h *holdClients) get(addr string) *redis.Client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.clients == nil {
+		h.clients = map[string]*redis.Client{}
+	}
+	c := h.clients[addr]
+	if c == nil {
+		c = AdminClient(addr)
+		h.clients[addr] = c
+	}
+	return c
+}
+
+// close closes every client.
+func (h *holdClients) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.clients {
+		c.Close()
+	}
+	h.clients = nil
+}
+
+// holdWritesStepping is holdWrites, through admin, whose f may also step the hold: let the writes held back so far
+// run (CLIENT UNPAUSE: the node runs them before it answers) and hold again what arrives after, all
+// within max. Replication goes on throughout: a pause holds clients' writes, not the replicas' stream.
+func holdWritesStepping(ctx context.Context, admin *redis.Client, addr string, max time.Duration, f func(ctx context.Context, step func(context.Context) error) error) error {
 	pctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
-	if err := admin.Do(pctx, "CLIENT", "PAUSE", max.Milliseconds(), "WRITE").Err(); err != nil {
-		return fmt.Errorf("hold writes on %s: %w", addr, err)
+	end := time.Now().Add(max)
+	pause := func(ctx context.Context) error {
+		left := time.Until(end).Milliseconds()
+		if left < 1 {
+			return fmt.Errorf("hold writes on %s: its %v are over", addr, max)
+		}
+		if err := admin.Do(ctx, "CLIENT", "PAUSE", left, "WRITE").Err(); err != nil {
+			return fmt.Errorf("hold writes on %s: %w", addr, err)
+		}
+		return nil
+	}
+	if err := pause(pctx); err != nil {
+		return err
 	}
 	defer admin.Do(context.WithoutCancel(pctx), "CLIENT", "UNPAUSE")
-	return f(pctx)
+	step := func(ctx context.Context) error {
+		if err := admin.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+			return fmt.Errorf("let the held writes on %s run: %w", addr, err)
+		}
+		return pause(ctx)
+	}
+	return f(pctx, step)
 }
 
 // errStopped is returned by waits cut short by the system closing.
@@ -41,6 +98,18 @@ func (r RedisNodes) HoldWrites(ctx context.Context, node string, max time.Durati
 		return fmt.Errorf("no node %q", node)
 	}
 	return holdWrites(ctx, addr, max, f)
+}
+
+// HoldWritesStepping holds back client writes on node while f runs, and lets f step the hold, as
+// holdWritesStepping does.
+func (r RedisNodes) HoldWritesStepping(ctx context.Context, node string, max time.Duration, f func(ctx context.Context, step func(context.Context) error) error) error {
+	addr, ok := r[node]
+	if !ok {
+		return fmt.Errorf("no node %q", node)
+	}
+	admin := AdminClient(addr)
+	defer admin.Close()
+	return holdWritesStepping(ctx, admin, addr, max, f)
 }
 
 // Persistence is how a node keeps its data across a restart.
