@@ -45,27 +45,9 @@ func hammer(t *testing.T, addr, key string) (grants func() int64, stop func()) {
 // stall: the hammer goes on at once, and the stall's events say the writes were held.
 func TestFailoverStallLandsWithNoLease(t *testing.T) {
 	ctx := context.Background()
-	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
 	const key = "lockpick:0"
-	addr := map[string]string{}
-	for _, n := range sys.Nodes() {
-		addr[n.Name] = n.Addr
-	}
-	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
-		Roles: sys, Probe: probe, Writes: sys, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
-	spec, _ := ParseSpec("failover:wait=5s")
-	n, err := Build(spec, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := n.(*Failover)
-	replicas := map[string]func() bool{}
-	for _, r := range []string{"n2", "n3"} {
-		c := systems.AdminClient(addr[r])
-		defer c.Close()
-		replicas[r] = func() bool { return c.Exists(ctx, key).Val() > 0 }
-	}
-	grants, stop := hammer(t, addr["n1"], key)
+	f, primary, replicas := stallFixture(ctx, t, key, nil, "failover:wait=5s")
+	grants, stop := hammer(t, primary, key)
 	defer stop()
 	const tries = 8
 	for i := range tries {
@@ -211,28 +193,10 @@ func contend(t *testing.T, addr, key string, clients int, hold time.Duration, vi
 // a round trip behind, is held back, and the stall lands with no lease on any node.
 func TestFailoverStallCatchesTheGapAfterARelease(t *testing.T) {
 	ctx := context.Background()
-	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
 	const key = "lockpick:0"
-	addr := map[string]string{}
-	for _, n := range sys.Nodes() {
-		addr[n.Name] = n.Addr
-	}
 	view := &releaseView{}
-	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
-		Roles: sys, Probe: probe, Writes: sys, Holders: view, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
-	spec, _ := ParseSpec("failover:wait=3s")
-	n, err := Build(spec, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := n.(*Failover)
-	replicas := map[string]func() bool{}
-	for _, r := range []string{"n2", "n3"} {
-		c := systems.AdminClient(addr[r])
-		defer c.Close()
-		replicas[r] = func() bool { return c.Exists(ctx, key).Val() > 0 }
-	}
-	grants, stop := contend(t, addr["n1"], key, 4, 20*time.Millisecond, view)
+	f, primary, replicas := stallFixture(ctx, t, key, view, "failover:wait=3s")
+	grants, stop := contend(t, primary, key, 4, 20*time.Millisecond, view)
 	defer stop()
 	for wait := time.Now().Add(5 * time.Second); grants() < 10; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(wait) {
@@ -264,4 +228,30 @@ func TestFailoverStallCatchesTheGapAfterARelease(t *testing.T) {
 		resolveApply(ctx, t, f, Op{F: "unstall", Effect: history.EffectHeal})
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stallFixture starts a Sentinel deployment (n1 the primary, n2 and n3 its replicas) and builds the
+// failover nemesis of spec on it, its probe on key and holders (nil for none); it returns the
+// nemesis, the primary's address, and a test per replica of whether it has key.
+func stallFixture(ctx context.Context, t *testing.T, key string, holders HolderView, spec string) (*Failover, string, map[string]func() bool) {
+	t.Helper()
+	sys, probe := startProbed(ctx, t, "redis-sentinel", systems.Config{Dir: t.TempDir(), Groups: []string{"c1"}}, "sentinel")
+	addr := map[string]string{}
+	for _, n := range sys.Nodes() {
+		addr[n.Name] = n.Addr
+	}
+	env := Env{Cluster: sys.Backend(), Nodes: []string{"n1", "n2", "n3"}, Links: sys.Links(), Groups: []string{"c1"},
+		Roles: sys, Probe: probe, Writes: sys, Holders: holders, Keys: []string{key}, TTL: 10 * time.Second, Interval: time.Second}
+	parsed, _ := ParseSpec(spec)
+	n, err := Build(parsed, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := map[string]func() bool{}
+	for _, r := range []string{"n2", "n3"} {
+		c := systems.AdminClient(addr[r])
+		t.Cleanup(func() { c.Close() })
+		replicas[r] = func() bool { return c.Exists(ctx, key).Val() > 0 }
+	}
+	return n.(*Failover), addr["n1"], replicas
 }
