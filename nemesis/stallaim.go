@@ -153,10 +153,8 @@ func (f *Failover) aimStall(ctx context.Context, p string) (*stallHold, string) 
 // false, whether the primary p holds none (as the stall waited before write holds, and still does
 // where writes cannot be held).
 func (f *Failover) noLeaseRead(ctx context.Context, p string, anywhere bool) bool {
-	qctx, cancel := context.WithTimeout(ctx, stallLook)
-	defer cancel()
-	leases := f.Env.Probe.Leases(qctx, f.Env.Keys)
-	if qctx.Err() != nil {
+	leases, err := f.leasesHeld(ctx)
+	if err != nil {
 		return false
 	}
 	if !anywhere {
@@ -244,8 +242,8 @@ func (f *Failover) holdStill(ctx context.Context, p string, released chan struct
 	return h, true, nil
 }
 
-// leasesHeld looks at the leases inside a hold; an error when the look got no answer (nothing is
-// known then).
+// leasesHeld looks at the leases (inside a hold, or before one); an error when the look got no
+// answer (nothing is known then).
 func (f *Failover) leasesHeld(ctx context.Context) ([]systems.Lease, error) {
 	lctx, cancel := context.WithTimeout(ctx, stallLook)
 	defer cancel()

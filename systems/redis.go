@@ -19,7 +19,12 @@ import (
 func holdWrites(ctx context.Context, addr string, max time.Duration, f func(context.Context) error) error {
 	admin := AdminClient(addr)
 	defer admin.Close()
-	return holdWritesStepping(ctx, admin, addr, max, func(ctx context.Context, _ func(context.Context) error) error { return f(ctx) })
+	return holdWritesStepping(ctx, admin, addr, max, withoutSteps(f))
+}
+
+// withoutSteps is a hold's f that never steps it.
+func withoutSteps(f func(context.Context) error) func(context.Context, func(context.Context) error) error {
+	return func(ctx context.Context, _ func(context.Context) error) error { return f(ctx) }
 }
 
 // holdClients keeps an admin client per address for holds, its connection open between them: a
@@ -93,11 +98,7 @@ type RedisNodes map[string]string
 
 // HoldWrites holds back client writes on node while f runs, as System.HoldWrites does.
 func (r RedisNodes) HoldWrites(ctx context.Context, node string, max time.Duration, f func(context.Context) error) error {
-	addr, ok := r[node]
-	if !ok {
-		return fmt.Errorf("no node %q", node)
-	}
-	return holdWrites(ctx, addr, max, f)
+	return r.HoldWritesStepping(ctx, node, max, withoutSteps(f))
 }
 
 // HoldWritesStepping holds back client writes on node while f runs, and lets f step the hold, as

@@ -475,12 +475,7 @@ func (s *sentinelSys) Watch(f func(Event)) { s.watch.subscribe(f) }
 
 // HoldWrites implements System.
 func (s *sentinelSys) HoldWrites(ctx context.Context, node string, max time.Duration, f func(context.Context) error) error {
-	for _, n := range s.nodes {
-		if n.Name == node && n.Data {
-			return holdWritesStepping(ctx, s.holds.get(n.Addr), n.Addr, max, func(ctx context.Context, _ func(context.Context) error) error { return f(ctx) })
-		}
-	}
-	return fmt.Errorf("node %s stores no data: no writes to hold", node)
+	return s.HoldWritesStepping(ctx, node, max, withoutSteps(f))
 }
 
 // HoldWritesStepping is HoldWrites whose f may also let the writes held so far run and hold again
