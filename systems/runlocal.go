@@ -144,11 +144,46 @@ func (h *localHost) kill(ctx context.Context, p proc, _ bool) error {
 	return waitGone(ctx, children)
 }
 
-func (h *localHost) signal(_ context.Context, p proc, sig syscall.Signal) error {
+func (h *localHost) signal(ctx context.Context, p proc, sig syscall.Signal) error {
+	var err error
 	if h.sp.group {
-		return signalTree(p.pid(), sig)
+		err = signalTree(p.pid(), sig)
+	} else {
+		err = p.(*localProc).cmd.Process.Signal(sig)
 	}
-	return p.(*localProc).cmd.Process.Signal(sig)
+	if err != nil || sig != syscall.SIGSTOP {
+		return err
+	}
+	return waitStopped(ctx, p.pid())
+}
+
+// waitStopped waits until every thread of process pid is stopped (or the process is gone): kill
+// returns before a stop takes, and a server's threads still running (etcd's, on a loaded machine)
+// answer a request after the pause was applied. The bound only ends a hang.
+func waitStopped(ctx context.Context, pid int) error {
+	task := "/proc/" + strconv.Itoa(pid) + "/task"
+	for {
+		threads, err := os.ReadDir(task)
+		if err != nil {
+			return nil // gone
+		}
+		running := false
+		for _, t := range threads {
+			f := statFields(task + "/" + t.Name() + "/stat") // none: the thread exited
+			if len(f) > 0 && f[0] != "T" && f[0] != "t" && !exited(f) {
+				running = true
+				break
+			}
+		}
+		if !running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("process %d not stopped after SIGSTOP: %w", pid, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 func (h *localHost) setClock(_ context.Context, offset time.Duration) error {
@@ -270,8 +305,11 @@ func childProcs(pid int) []procID {
 
 // procStat is /proc/PID/stat's fields after the command name (which is in parentheses and may hold
 // spaces): state, ppid, ... (f[19] is the start time); nil when the process is gone.
-func procStat(pid int) []string {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+func procStat(pid int) []string { return statFields("/proc/" + strconv.Itoa(pid) + "/stat") }
+
+// statFields is procStat for the stat file at path (a process's, or one of its threads').
+func statFields(path string) []string {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
