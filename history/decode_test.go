@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -110,6 +112,33 @@ func TestDecodeCacheKeepsCollidingStringsApart(t *testing.T) {
 	for i, e := range l.Events {
 		if e.Key != keys[i] || e.Error != keys[i][1:] {
 			t.Fatalf("line %d: key %q error %q, want %q and %q", i+1, e.Key, e.Error, keys[i], keys[i][1:])
+		}
+	}
+}
+
+// plainInt, eight digits at a time or one, reads what strconv reads: numbers of every length
+// around the eight-digit step, with signs, leading zeros and what may follow a number on a line.
+func TestPlainIntAgreesWithStrconv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	digits := "0123456789"
+	for range 200_000 {
+		var num strings.Builder
+		if rng.IntN(4) == 0 {
+			num.WriteByte('-')
+		}
+		for range rng.IntN(21) {
+			num.WriteByte(digits[rng.IntN(10)])
+		}
+		after := []string{"", ",", "}", ".5", "e3", "x", "]", " "}[rng.IntN(8)]
+		line := []byte(num.String() + after)
+		v, i, ok := plainInt(line, 0)
+		s := num.String()
+		digitsOnly := strings.TrimPrefix(s, "-")
+		want, err := strconv.ParseInt(s, 10, 64)
+		wantOK := err == nil && len(digitsOnly) <= 18 && (digitsOnly[0] != '0' || len(digitsOnly) == 1) &&
+			!strings.HasPrefix(after, ".") && !strings.HasPrefix(after, "e") // a fraction or exponent is not plain
+		if ok != wantOK || (ok && (v != want || i != len(s))) {
+			t.Fatalf("plainInt(%q) = %d, %d, %v; want %d, %d, %v", line, v, i, ok, want, len(s), wantOK)
 		}
 	}
 }
