@@ -85,6 +85,9 @@ type Config struct {
 	// them across each lease's validity, some close to the deadline and a few past it
 	// (workloads.HoldEdge). Holds are not cut at the lease's deadline: work past it is an overrun.
 	HoldMax Duration `json:"hold_max,omitempty"`
+	// HoldMin, with HoldMax, raises the uniform draw's floor: holds from [HoldMin, HoldMax]. A
+	// failover run uses it so that every hold a kill hits outlives the promotion.
+	HoldMin Duration `json:"hold_min,omitempty"`
 	// Careful makes mutex holders check their remaining validity and never plan work past it.
 	Careful bool `json:"careful,omitempty"`
 	// Extend makes mutex holders renew their leases (Locker.Extend) for work longer than a lease.
@@ -467,7 +470,7 @@ func (c *Config) resolveHold() error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"--hold-max", c.HoldMax != 0}, {"--careful", c.Careful}, {"--reentrant", c.Reentrant}} {
+		}{{"--hold-max", c.HoldMax != 0}, {"--hold-min", c.HoldMin != 0}, {"--careful", c.Careful}, {"--reentrant", c.Reentrant}} {
 			if f.set {
 				return fmt.Errorf("%s applies to the mutex workload; the %s workload holds a lease for one read and one write: drop %s", f.name, c.Workload, f.name)
 			}
@@ -475,6 +478,14 @@ func (c *Config) resolveHold() error {
 		if !c.Extend {
 			return nil
 		}
+	}
+	switch {
+	case c.HoldMin < 0:
+		return fmt.Errorf("--hold-min must not be negative, got %v", time.Duration(c.HoldMin))
+	case c.HoldMin > 0 && c.HoldMax == 0:
+		return fmt.Errorf("--hold-min %v raises the floor of holds drawn uniformly up to --hold-max: add --hold-max (for example --hold-max %v)", time.Duration(c.HoldMin), 2*time.Duration(c.HoldMin))
+	case c.HoldMin > c.HoldMax:
+		return fmt.Errorf("--hold-min %v is above --hold-max %v: holds are drawn from [hold-min, hold-max]", time.Duration(c.HoldMin), time.Duration(c.HoldMax))
 	}
 	kind, err := c.kind()
 	if err != nil {

@@ -120,6 +120,8 @@ func Options() []Option {
 			Help: "timeout of each lock request to one node (default TTL/4 within 50ms..2s); raise it when the run warns of overload", field: func(c *Config) any { return &c.NodeTimeout }},
 		{Name: "hold-max", Key: "hold_max", Positive: true, Commands: runMatrix,
 			Help: "draw holds uniformly up to this, mutex workload (default: across each lease's validity, 60% in [0, v/2], 30% in [0.8v, v), 10% in [v, 1.2v)); past the validity a holder overruns, and the checker reports it", field: func(c *Config) any { return &c.HoldMax }},
+		{Name: "hold-min", Key: "hold_min", Positive: true, Commands: runMatrix,
+			Help: "with --hold-max, draw holds uniformly from [hold-min, hold-max]: a failover run's holds then all outlive the promotion", field: func(c *Config) any { return &c.HoldMin }},
 		{Name: "careful", Key: "careful", Commands: runMatrix,
 			Help: "mutex holders check their remaining validity and never plan work past their deadline", field: func(c *Config) any { return &c.Careful }},
 		{Name: "extend", Key: "extend", Commands: runMatrix,

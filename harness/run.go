@@ -489,7 +489,7 @@ func (c *Config) plan() *history.Plan {
 	}
 	if c.Workload == "mutex" {
 		m := c.mutex()
-		p.Hold, p.HoldMax, p.Careful, p.Extend = m.HoldName(), int64(m.HoldMax), m.Careful, m.Extend
+		p.Hold, p.HoldMax, p.HoldMin, p.Careful, p.Extend = m.HoldName(), int64(m.HoldMax), int64(m.HoldMin), m.Careful, m.Extend
 	}
 	return p
 }
@@ -512,7 +512,7 @@ func (c *Config) workload(sys *system) interface {
 func (c *Config) mutex() workloads.Mutex {
 	return workloads.Mutex{
 		Clients: c.Clients, Keys: c.Keys, TTL: time.Duration(c.TTL), Groups: c.ClientGroups,
-		HoldMax: time.Duration(c.HoldMax), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
+		HoldMax: time.Duration(c.HoldMax), HoldMin: time.Duration(c.HoldMin), ThinkMax: time.Duration(c.ThinkMax), Seed: c.Seed,
 		Careful: c.Careful, Extend: c.Extend, Expiry: c.Expiry(), Reentrant: c.Reentrant, Prefix: c.KeyPrefix,
 	}
 }

@@ -85,9 +85,11 @@ type Plan struct {
 	Nemeses []string `json:"nemeses,omitempty"`
 	Seed    uint64   `json:"seed"`
 	// Hold is how the mutex workload drew hold times: "edge" (across the whole validity, a few past
-	// it) or "uniform" (uniform up to HoldMax); empty for other workloads and older histories.
+	// it) or "uniform" (uniform from HoldMin, usually 0, up to HoldMax); empty for other workloads
+	// and older histories.
 	Hold    string `json:"hold,omitempty"`
 	HoldMax int64  `json:"hold_max,omitempty"`
+	HoldMin int64  `json:"hold_min,omitempty"`
 	// Careful: holders checked their remaining validity before working and cut work that would
 	// have passed the deadline. Extend: holders renewed their lease for long work.
 	Careful bool `json:"careful,omitempty"`

@@ -16,7 +16,7 @@ const (
 	// [0.8v, v) (holds that end close to the deadline) and 10% in [v, 1.2v) (holds that overrun it,
 	// reported as overruns). Bugs that shorten a lease live at its end, so the workload goes there.
 	HoldEdge = "edge"
-	// HoldUniform draws each hold uniformly from [0, HoldMax].
+	// HoldUniform draws each hold uniformly from [HoldMin, HoldMax] (HoldMin is usually 0).
 	HoldUniform = "uniform"
 )
 
@@ -31,7 +31,8 @@ func (m Mutex) HoldName() string {
 // drawHold draws how long to work under a lease of validity v.
 func (m Mutex) drawHold(rng *rand.Rand, v time.Duration) time.Duration {
 	if m.HoldMax > 0 {
-		return randDuration(rng, m.HoldMax)
+		// With no floor this is the draw it always was: a seed's holds stay the same.
+		return m.HoldMin + randDuration(rng, m.HoldMax-m.HoldMin)
 	}
 	return edgeHold(rng, v)
 }

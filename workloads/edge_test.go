@@ -54,6 +54,36 @@ func TestHoldMaxDrawsUniformly(t *testing.T) {
 	}
 }
 
+// A floor keeps every hold within [HoldMin, HoldMax] and spreads them across it; with no floor, a
+// seed draws the holds it always drew.
+func TestHoldMinRaisesTheFloor(t *testing.T) {
+	m := Mutex{HoldMin: 60 * time.Millisecond, HoldMax: 100 * time.Millisecond}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var below, above int
+	for range 10_000 {
+		d := m.drawHold(rng, time.Hour)
+		if d < m.HoldMin || d > m.HoldMax {
+			t.Fatalf("hold %v outside [%v, %v]", d, m.HoldMin, m.HoldMax)
+		}
+		if d < 70*time.Millisecond {
+			below++
+		}
+		if d > 90*time.Millisecond {
+			above++
+		}
+	}
+	if below < 2000 || above < 2000 {
+		t.Errorf("%d holds in the lowest quarter and %d in the highest of 10000: not uniform", below, above)
+	}
+	floorless, old := Mutex{HoldMax: 100 * time.Millisecond}, rand.New(rand.NewPCG(3, 4))
+	same := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		if got, want := floorless.drawHold(old, time.Hour), randDuration(same, floorless.HoldMax); got != want {
+			t.Fatalf("no floor drew %v, the draw before hold-min %v", got, want)
+		}
+	}
+}
+
 // Groups take turns: after group 0 wins a key, only group 1 may ask for it until group 1 wins it
 // or the claim lapses.
 func TestTurnsLetTheNextGroupWin(t *testing.T) {

@@ -26,6 +26,8 @@ type Mutex struct {
 	// their deadline, as a client that ignores its lease would, and the checker reports that work as
 	// overruns. Zero draws holds across the lease's own validity (HoldEdge), the default.
 	HoldMax time.Duration
+	// HoldMin, with HoldMax, is the uniform draw's floor: holds from [HoldMin, HoldMax].
+	HoldMin time.Duration
 	// ThinkMax bounds the pause between a process's operations. Default 20ms.
 	ThinkMax time.Duration
 	// Careful makes holders check their remaining validity before working: work that would pass
@@ -91,6 +93,9 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	}
 	if m.HoldMax < 0 || m.Groups < 0 {
 		return fmt.Errorf("mutex workload: hold max and groups must not be negative")
+	}
+	if m.HoldMin < 0 || (m.HoldMin > 0 && m.HoldMin > m.HoldMax) {
+		return fmt.Errorf("mutex workload: hold min %v must be within [0, hold max %v]", m.HoldMin, m.HoldMax)
 	}
 	if m.ThinkMax <= 0 {
 		m.ThinkMax = 20 * time.Millisecond

@@ -231,7 +231,8 @@ func settings(c harness.Config) string {
 	}
 	add(c.ClientGroups > 1, fmt.Sprintf("%d client groups", c.ClientGroups))
 	add(c.NodeTimeout > 0, fmt.Sprintf("node timeout %v", time.Duration(c.NodeTimeout)))
-	add(c.HoldMax > 0, fmt.Sprintf("holds up to %v", time.Duration(c.HoldMax)))
+	add(c.HoldMax > 0 && c.HoldMin == 0, fmt.Sprintf("holds up to %v", time.Duration(c.HoldMax)))
+	add(c.HoldMin > 0, fmt.Sprintf("holds of %v to %v", time.Duration(c.HoldMin), time.Duration(c.HoldMax)))
 	add(c.Extend, "extend")
 	add(c.Reentrant, "reentrant")
 	add(c.Workload == "counter", "counter, guard "+c.Guard)

@@ -356,10 +356,12 @@ func systemRows(t traits) []cardRow {
 	var rows []cardRow
 	switch {
 	case t.system == "redis-sentinel":
-		// The first holder must outlive the promotion (about 2.5 s after the kill): TTL 10 s.
+		// The first holder must outlive the promotion (about 3.5 s after the kill): TTL 10 s,
+		// holds of 6 to 9.5 s.
 		rows = append(rows, cardRow{id: "failover", what: "the primary killed after a grant it had not replicated; a replica promoted", shape: func(c *harness.Config) {
 			faulty(c, "failover:kind=kill:wait=10s:down=4s:interval=5s")
 			c.TTL, c.HoldMax, c.TimeLimit, c.Recovery = harness.Duration(10*time.Second), harness.Duration(9500*time.Millisecond), harness.Duration(40*time.Second), harness.Duration(5*time.Second)
+			c.HoldMin = harness.Duration(6 * time.Second)
 		}})
 	case t.system == "postgres":
 		// As pg-advisory-failover and pg-lease-failover: the first holder must outlive the
