@@ -2,7 +2,6 @@ package history
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -251,8 +250,7 @@ func equalStrings(a, b []string) bool {
 
 // skipSpace skips JSON whitespace from i.
 func skipSpace(b []byte, i int) int {
-	// Every JSON space is at most ' ': one comparison passes the recorder's compact lines.
-	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++
 	}
 	return i
@@ -266,8 +264,8 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 	}
 	for j := i + 1; j < len(b); j++ {
 		c := b[j]
-		if plainByte[c] {
-			continue // printable ASCII but the quote and the backslash: one look-up
+		if c-0x20 < 0x60 && c != '"' && c != '\\' {
+			continue // printable ASCII: the common case, one comparison
 		}
 		if c == '"' {
 			return b[i+1 : j], j + 1, true
@@ -301,15 +299,7 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 	}
 	start := i
 	var v int64
-	// Eight digits at once where the line has eight more bytes (times and deadlines have nine to
-	// twelve digits), then one at a time.
-	if i+8 <= len(b) {
-		if x := binary.LittleEndian.Uint64(b[i:]); allDigits(x) {
-			v = int64(eightDigits(x))
-			i += 8
-		}
-	}
-	for i < len(b) && b[i]-'0' < 10 && i-start < 19 {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 19 {
 		v = v*10 + int64(b[i]-'0')
 		i++
 	}
@@ -324,30 +314,6 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 		v = -v
 	}
 	return v, i, true
-}
-
-// plainByte marks the bytes a plain string holds as they are: printable ASCII but '"' and '\\'.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// allDigits tells whether the eight bytes of x (little-endian) are all ASCII digits: each byte's
-// high nibble is 3, and adding 6 to its low nibble does not carry into the high one.
-func allDigits(x uint64) bool {
-	const hi, six, three = 0xF0F0F0F0F0F0F0F0, 0x0606060606060606, 0x3030303030303030
-	return x&hi == three && (x+six)&hi == three
-}
-
-// eightDigits is the value of the eight ASCII digits in x (little-endian: the first digit in the
-// lowest byte), combined pairwise: digits into two-digit numbers, those into four, then eight.
-func eightDigits(x uint64) uint64 {
-	x -= 0x3030303030303030
-	x = (x*10 + x>>8) & 0x00FF00FF00FF00FF
-	x = (x*100 + x>>16) & 0x0000FFFF0000FFFF
-	return (x*10000 + x>>32) & 0xFFFFFFFF
 }
 
 // decodeEvent parses one line strictly: a field the Event does not have is an error rather than

@@ -71,7 +71,7 @@ func (s *Scanner) Scan() bool {
 			return false
 		}
 		s.done = last
-		if (len(b) == 0 || b[0] != '{') && len(bytes.TrimSpace(b)) == 0 { // a line of an event starts with '{'; others may be blank
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		if derr := s.dec.decode(b, &s.ev); derr != nil {
