@@ -140,6 +140,12 @@ func (c *client) acquire(key string) (*locks.Lease, error) {
 	actx, cancel := c.bound()
 	lease, err := c.locker.Acquire(actx, key, c.ttl)
 	cancel()
+	if err == locks.ErrHeld {
+		// The plain refusal, most acquires at the ceiling: what the error checks below would find
+		// (definite, reason held) without walking its chain four times.
+		c.rec.Record(history.Event{Type: history.Fail, Process: c.pid, F: history.FAcquire, Key: key, Error: err.Error(), Reason: history.ReasonHeld})
+		return nil, nil
+	}
 	if errors.Is(err, locks.ErrCrashed) {
 		// Killed inside the acquire: what it did is unknown, and it does nothing more.
 		c.rec.Record(history.Event{Type: history.Info, Process: c.pid, F: history.FAcquire, Key: key, Error: "client crashed: " + err.Error()})
