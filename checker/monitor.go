@@ -44,14 +44,15 @@ func NewMonitor() *Monitor {
 }
 
 // Observe feeds the monitor the next event of the history; events must come in history order. It
-// applies re-entries, releases by level, extends, the lock's own news and client crashes by the
+// does not keep e (at the ceiling it sees every event under the recorder's lock: a copy of each was
+// a cost of every operation). It applies re-entries, releases by level, extends, the lock's own news and client crashes by the
 // checker's own step-1 rules (reentry.go), so its count is the checker's.
 //
 // At an acquire ok on key k at time t, every other hold on k still in effect after t (not released,
 // deadline after t) overlaps the new one. A hold's end is taken to be its deadline until its release
 // is seen; that can only overstate the end, and by time order the only pairs it can overstate are
 // those whose later hold started at the current instant, which a release at that instant corrects.
-func (m *Monitor) Observe(e history.Event) {
+func (m *Monitor) Observe(e *history.Event) {
 	if e.Process < 0 && e.Process != history.NemesisProcess {
 		return
 	}
@@ -73,23 +74,23 @@ func (m *Monitor) Observe(e history.Event) {
 	case e.F == history.FAcquire:
 		m.key.Delete(e.Process)
 	case e.F == history.FExtend && e.Type == history.Invoke:
-		m.ext[e.Process] = e
+		m.ext[e.Process] = *e
 	case e.F == history.FExtend:
 		m.extended(e)
 	case e.F == history.FRelease && e.Type == history.Invoke:
-		m.rel[e.Process] = e
+		m.rel[e.Process] = *e
 		m.released(e)
 	case e.F == history.FRelease:
 		if inv, ok := m.rel[e.Process]; ok {
 			delete(m.rel, e.Process)
-			m.lost(&inv, &e)
+			m.lost(&inv, e)
 		}
 	}
 }
 
 // acquired is an ok acquire: a re-entry that continues its process's hold, or a new hold, counted
 // against every hold of the key still in effect.
-func (m *Monitor) acquired(e history.Event) {
+func (m *Monitor) acquired(e *history.Event) {
 	key := e.Key
 	if key == "" {
 		key = m.key.At(e.Process)
@@ -97,8 +98,8 @@ func (m *Monitor) acquired(e history.Event) {
 	m.key.Delete(e.Process)
 	op := m.open.At(e.Process)
 	if e.Depth > 1 {
-		if j := continued(len(op), func(j int) *hold { return op[j] }, key, &e); j >= 0 {
-			reenter(op[j], &e)
+		if j := continued(len(op), func(j int) *hold { return op[j] }, key, e); j >= 0 {
+			reenter(op[j], e)
 			m.levels.enter(e.Process, op[j], e.Depth)
 			m.undoRecent(op[j])
 			return
@@ -149,7 +150,7 @@ func (m *Monitor) grant(key string, pid int, value string, start, deadline int64
 
 // released is a release invoke: the process leaves the level it names, or its latest matching
 // hold, as the checker's parser does (leftLevel).
-func (m *Monitor) released(e history.Event) {
+func (m *Monitor) released(e *history.Event) {
 	hs := m.open.At(e.Process)
 	j := -1
 	if e.Depth > 0 {
@@ -177,11 +178,11 @@ func (m *Monitor) released(e history.Event) {
 }
 
 // extended applies an ok extend to its process's hold by the checker's rule (renewHold).
-func (m *Monitor) extended(e history.Event) {
+func (m *Monitor) extended(e *history.Event) {
 	inv, ok := m.ext[e.Process]
 	delete(m.ext, e.Process)
 	if ok {
-		m.lost(&inv, &e)
+		m.lost(&inv, e)
 	}
 	if !ok || e.Type != history.OK {
 		return
@@ -197,7 +198,7 @@ func (m *Monitor) extended(e history.Event) {
 
 // renew applies the renewal e (an ok extend or a renewed event) to its hold h by renewHold's rule;
 // a late one is a grant of its own (parser.revive), to which the levels entered under h move.
-func (m *Monitor) renew(h *hold, e history.Event) {
+func (m *Monitor) renew(h *hold, e *history.Event) {
 	if !renewHold(h, e.Time, e.Deadline) {
 		return
 	}
@@ -207,18 +208,18 @@ func (m *Monitor) renew(h *hold, e history.Event) {
 
 // nemesis pairs nemesis events as the checker does; a client crash that took effect ends the
 // holds of the processes it killed.
-func (m *Monitor) nemesis(e history.Event) {
+func (m *Monitor) nemesis(e *history.Event) {
 	if e.Type == history.Invoke {
-		m.nem = append(m.nem, e)
+		m.nem = append(m.nem, *e)
 		return
 	}
-	k := matchNemesis(len(m.nem), func(k int) *history.Event { return &m.nem[k] }, &e)
+	k := matchNemesis(len(m.nem), func(k int) *history.Event { return &m.nem[k] }, e)
 	if k < 0 {
 		return
 	}
-	op := readFault(&m.nem[k], &e)
+	op := readFault(&m.nem[k], e)
 	m.nem = slices.Delete(m.nem, k, k+1)
-	if !op.crashes(&e) {
+	if !op.crashes(e) {
 		return
 	}
 	for _, n := range op.Nodes {
@@ -244,7 +245,7 @@ func (m *Monitor) nemesis(e history.Event) {
 // hold with no deadline lasts until its release or this news). Without it, the monitor would count
 // as an overlap a grant to another client after the holder was told it had lost the lock, which the
 // checker does not, and a run told to stop at its first violation would stop on nothing.
-func (m *Monitor) leaseNews(e history.Event) {
+func (m *Monitor) leaseNews(e *history.Event) {
 	hs := m.latest.At(e.Process)
 	j := findLease(len(hs), func(j int) *hold { return hs[j] }, e.Key, e.Value)
 	if j < 0 {

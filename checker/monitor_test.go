@@ -42,7 +42,7 @@ func TestMonitorAppliesLeaseNews(t *testing.T) {
 		evs := c.h.events()
 		m := NewMonitor()
 		for _, e := range evs {
-			m.Observe(e)
+			m.Observe(&e)
 		}
 		r := mustCheck(t, evs)
 		if r.ViolationCount != c.want || m.Violations() != c.want {
@@ -81,7 +81,7 @@ func TestMonitorCountsEarlyLosses(t *testing.T) {
 		evs := c.h.events()
 		m := NewMonitor()
 		for _, e := range evs {
-			m.Observe(e)
+			m.Observe(&e)
 		}
 		r := mustCheck(t, evs)
 		if r.EarlyLossCount != c.want || m.EarlyLosses() != c.want {

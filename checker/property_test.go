@@ -188,7 +188,7 @@ func TestSplittingPorcupineAndSweepAgree(t *testing.T) {
 		}
 		m := NewMonitor()
 		for _, e := range evs {
-			m.Observe(e)
+			m.Observe(&e)
 		}
 		if m.Violations() != withSplit.ViolationCount {
 			fail("monitor counted %d overlaps, the check %d", m.Violations(), withSplit.ViolationCount)
@@ -236,7 +236,7 @@ func TestMonitorOnGeneratedHistory(t *testing.T) {
 		}()
 	}
 	for _, e := range evs {
-		m.Observe(e)
+		m.Observe(&e)
 	}
 	close(stop)
 	wg.Wait()

@@ -371,7 +371,7 @@ func agreeWithOracle(evs []history.Event) string {
 	overlaps, late, reentries, _ := oracle(evs)
 	m := NewMonitor()
 	for _, e := range evs {
-		m.Observe(e)
+		m.Observe(&e)
 	}
 	switch {
 	case r.ViolationCount != overlaps:

@@ -17,8 +17,10 @@ import (
 type status struct {
 	ops        atomic.Int64
 	okAcquires atomic.Int64
-	monitor    *checker.Monitor
-	health     health
+	// faulted is len(fault) > 0, read on every acquire's completion without taking mu.
+	faulted atomic.Bool
+	monitor *checker.Monitor
+	health  health
 
 	mu    sync.Mutex
 	fault map[string]string // node -> fault op in effect
@@ -32,7 +34,7 @@ type status struct {
 func newStatus() *status { return &status{monitor: checker.NewMonitor(), fault: map[string]string{}} }
 
 func (s *status) observe(e *history.Event) {
-	s.monitor.Observe(*e)
+	s.monitor.Observe(e)
 	if e.IsNemesis() {
 		if e.Type != history.Invoke {
 			return
@@ -45,6 +47,7 @@ func (s *status) observe(e *history.Event) {
 				s.fault[n] = e.F
 			}
 		}
+		s.faulted.Store(len(s.fault) > 0)
 		if e.Effect != history.EffectHeal {
 			s.latest, s.latestAt = strings.TrimSpace(e.F+" "+strings.Join(sortedCopy(e.Nodes), ",")), e.Time
 		}
@@ -61,10 +64,7 @@ func (s *status) observe(e *history.Event) {
 	if e.Type == history.OK {
 		s.okAcquires.Add(1)
 	}
-	s.mu.Lock()
-	faulted := len(s.fault) > 0
-	s.mu.Unlock()
-	s.health.acquire(e.Time, e.Type == history.Info, faulted)
+	s.health.acquire(e.Time, e.Type == history.Info, s.faulted.Load())
 }
 
 // faults names the faults in effect at run time now; with none, the latest fault applied since the

@@ -49,8 +49,9 @@ type ClockShifter interface {
 // nodeContext), and every other wait in them (a turn in the pool, a dial) is bounded by the node
 // timeout, which is below the TTL. The workload bounds such a lock's operations by a deadline alone
 // (DeadlineOnly), without the timer, context and channel of context.WithTimeout: at the ceiling they
-// were about 5% of the harness's CPU. A type that embeds such a lock and waits on Done in a method
-// of its own must not pass for one.
+// were about 5% of the harness's CPU; and it sets one context again for each operation (Bound), so
+// such a lock must keep no operation's context once the operation has returned. A type that embeds
+// such a lock and waits on Done in a method of its own, or keeps a context, must not pass for one.
 type DeadlineBounded interface {
 	Locker
 	DeadlineBounded()

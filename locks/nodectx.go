@@ -48,3 +48,20 @@ func (c deadlineContext) Err() error {
 	}
 	return nil
 }
+
+// Bound is a DeadlineOnly context set again for each operation by one owner, for paths where
+// nothing keeps an operation's context past its return and operations never overlap: a process's
+// operations on a DeadlineBounded lock (the workload), and single's requests (a Locker belongs to
+// one process). DeadlineOnly allocates its context; at the ceiling that was two allocations of
+// every operation's few in the harness's own code.
+type Bound struct{ deadlineContext }
+
+// Set makes b ctx with deadline, as DeadlineOnly(ctx, deadline) is, and returns it; ctx itself
+// when its own deadline comes first. The context Set returned before is b too: it must be done with.
+func (b *Bound) Set(ctx context.Context, deadline time.Time) context.Context {
+	if d, ok := ctx.Deadline(); ok && !deadline.Before(d) {
+		return ctx
+	}
+	b.Context, b.deadline = ctx, deadline
+	return b
+}

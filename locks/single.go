@@ -14,18 +14,21 @@ type single struct {
 	node   Endpoint
 	client *redis.Client
 	opts   Options
+	// req bounds each request of Acquire and Release (nodeContext without an allocation): their
+	// requests run one at a time, and go-redis keeps no request's context past its return.
+	req Bound
+	// nodes is what every lease names as its granting nodes: one list, never changed.
+	nodes []string
 }
 
 func newSingle(node Endpoint, o Options) *single {
-	return &single{node: node, client: newClient(node, o), opts: o}
+	return &single{node: node, client: newClient(node, o), opts: o, nodes: []string{node.Node}}
 }
 
 func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	value := newValue()
 	start := time.Now()
-	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
-	ok, err := s.client.SetNX(rctx, key, value, ttl).Result()
-	cancel()
+	ok, err := s.client.SetNX(s.req.Set(ctx, start.Add(s.opts.NodeTimeout)), key, value, ttl).Result()
 	if unsent(err) {
 		return nil, fmt.Errorf("%w: %s unreachable: %w", ErrNotAcquired, s.node.Node, err)
 	}
@@ -42,13 +45,11 @@ func (s *single) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		s.Release(ctx, &Lease{Key: key, Value: value})
 		return nil, fmt.Errorf("%w: validity used up before the reply arrived", ErrNotAcquired)
 	}
-	return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: []string{s.node.Node}}, nil
+	return &Lease{Key: key, Value: value, Start: start, Deadline: deadline, Validity: deadline.Sub(now), Nodes: s.nodes}, nil
 }
 
 func (s *single) Release(ctx context.Context, l *Lease) error {
-	rctx, cancel := nodeContext(ctx, s.opts.NodeTimeout)
-	defer cancel()
-	n, err := releaseScript.Run(rctx, s.client, []string{l.Key}, l.Value).Int()
+	n, err := releaseScript.Run(s.req.Set(ctx, time.Now().Add(s.opts.NodeTimeout)), s.client, []string{l.Key}, l.Value).Int()
 	if err != nil {
 		return classify(fmt.Errorf("release on %s: %w", s.node.Node, err))
 	}
