@@ -38,8 +38,9 @@ func Tune(percent int, small, limit uint64) (stop func()) {
 	}
 }
 
-// watch reads the live heap every 50 ms until done, and restores the defaults once it passes small.
-func watch(done <-chan struct{}, small uint64, percent int, limit int64) {
+// watch reads the live heap every 50 ms until done, and restores the settings Tune found
+// (foundPercent, foundLimit) once it passes small.
+func watch(done <-chan struct{}, small uint64, foundPercent int, foundLimit int64) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -51,8 +52,8 @@ func watch(done <-chan struct{}, small uint64, percent int, limit int64) {
 		}
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > small {
-			debug.SetGCPercent(percent)
-			debug.SetMemoryLimit(limit)
+			debug.SetGCPercent(foundPercent)
+			debug.SetMemoryLimit(foundLimit)
 			return
 		}
 	}
