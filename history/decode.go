@@ -90,89 +90,76 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 	}
 	var set uint32 // fields seen: a repeated one goes to encoding/json
 	for {
-		key, j, ok := fieldName(b, i)
-		if !ok {
+		field, j := fieldAt(b, i)
+		if field == noField {
 			return false
 		}
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return false
+		// The recorder writes no whitespace: the colon, then the value, found without a call.
+		if i = j + 1; j >= len(b) || b[j] != ':' {
+			if i = punct(b, j, ':'); i < 0 {
+				return false
+			}
+		} else if i < len(b) && b[i] <= ' ' {
+			i = skipSpace(b, i)
 		}
-		i = skipSpace(b, i+1)
-		var bit uint32
+		var ok bool
+		bit := uint32(1) << field
 		var s []byte
-		switch string(key) {
-		case "index":
-			bit = 1 << 0
+		switch field {
+		case fieldIndex:
 			e.Index, i, ok = plainInt(b, i)
-		case "time":
-			bit = 1 << 1
+		case fieldTime:
 			e.Time, i, ok = plainInt(b, i)
-		case "process":
-			bit = 1 << 2
+		case fieldProcess:
 			var p int64
 			p, i, ok = plainInt(b, i)
 			e.Process = int(p)
 			ok = ok && int64(e.Process) == p
-		case "token":
-			bit = 1 << 3
+		case fieldToken:
 			e.Token, i, ok = plainInt(b, i)
-		case "deadline":
-			bit = 1 << 4
+		case fieldDeadline:
 			e.Deadline, i, ok = plainInt(b, i)
-		case "validity":
-			bit = 1 << 5
+		case fieldValidity:
 			e.Validity, i, ok = plainInt(b, i)
-		case "type":
-			bit = 1 << 6
+		case fieldType:
 			if s, i, ok = plainString(b, i); ok {
 				e.Type = Type(d.internBytes(s))
 			}
-		case "f":
-			bit = 1 << 7
+		case fieldF:
 			if s, i, ok = plainString(b, i); ok {
 				e.F = d.internBytes(s)
 			}
-		case "key":
-			bit = 1 << 8
+		case fieldKey:
 			if s, i, ok = plainString(b, i); ok {
 				e.Key = d.internBytes(s)
 			}
-		case "value":
-			bit = 1 << 9
+		case fieldValue:
 			if s, i, ok = plainString(b, i); ok {
 				e.Value = string(s) // mostly unique: not worth a table entry
 			}
-		case "fault":
-			bit = 1 << 10
+		case fieldFault:
 			if s, i, ok = plainString(b, i); ok {
 				e.Fault = d.internBytes(s)
 			}
-		case "effect":
-			bit = 1 << 11
+		case fieldEffect:
 			if s, i, ok = plainString(b, i); ok {
 				e.Effect = d.internBytes(s)
 			}
-		case "guard":
-			bit = 1 << 12
+		case fieldGuard:
 			if s, i, ok = plainString(b, i); ok {
 				e.Guard = d.internBytes(s)
 			}
-		case "reason":
-			bit = 1 << 13
+		case fieldReason:
 			if s, i, ok = plainString(b, i); ok {
 				e.Reason = d.internBytes(s)
 			}
-		case "error":
-			bit = 1 << 14
+		case fieldError:
 			if s, i, ok = plainString(b, i); ok {
 				e.Error = d.internBytes(s)
 			}
-		case "nodes":
-			bit = 1 << 15
+		case fieldNodes:
 			e.Nodes, i, ok = d.plainNodes(b, i)
-		case "depth":
-			bit = 1 << 16
+		case fieldDepth:
 			var n int64
 			n, i, ok = plainInt(b, i)
 			e.Depth = int(n)
@@ -184,18 +171,18 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 			return false
 		}
 		set |= bit
-		i = skipSpace(b, i)
-		if i >= len(b) {
+		if i+1 < len(b) && b[i] == ',' && b[i+1] == '"' {
+			i++
+			continue // the next field, as the recorder writes it
+		}
+		if j := punct(b, i, ','); j >= 0 {
+			i = j
+			continue
+		}
+		if i = punct(b, i, '}'); i < 0 {
 			return false
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return skipSpace(b, i+1) == len(b)
-		default:
-			return false
-		}
+		return skipSpace(b, i) == len(b)
 	}
 }
 
@@ -248,9 +235,109 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
+// The fields the fast path reads, numbered for the bit set of fields seen.
+const (
+	fieldIndex = iota
+	fieldTime
+	fieldProcess
+	fieldToken
+	fieldDeadline
+	fieldValidity
+	fieldType
+	fieldF
+	fieldKey
+	fieldValue
+	fieldFault
+	fieldEffect
+	fieldGuard
+	fieldReason
+	fieldError
+	fieldNodes
+	fieldDepth
+	noField
+)
+
+// fieldAt reads a field name at i and returns which of the fast path's it is, and the position
+// after its closing quote; noField for any other name (a plan, offsets, a newer field, an escape, a
+// name in another case), which goes to encoding/json. Its first letter picks the candidates, so a
+// name is matched by comparing it whole rather than by scanning for its end.
+func fieldAt(b []byte, i int) (int, int) {
+	if i+2 >= len(b) || b[i] != '"' {
+		return noField, i
+	}
+	r := b[i+1:]
+	switch r[0] {
+	case 'i':
+		return name(r, "index", fieldIndex, i)
+	case 't':
+		if len(r) > 1 && r[1] == 'i' {
+			return name(r, "time", fieldTime, i)
+		}
+		if len(r) > 1 && r[1] == 'y' {
+			return name(r, "type", fieldType, i)
+		}
+		return name(r, "token", fieldToken, i)
+	case 'p':
+		return name(r, "process", fieldProcess, i)
+	case 'f':
+		if r[1] == '"' {
+			return fieldF, i + 3
+		}
+		return name(r, "fault", fieldFault, i)
+	case 'k':
+		return name(r, "key", fieldKey, i)
+	case 'v':
+		if len(r) > 3 && r[3] == 'u' {
+			return name(r, "value", fieldValue, i)
+		}
+		return name(r, "validity", fieldValidity, i)
+	case 'd':
+		if len(r) > 2 && r[2] == 'a' {
+			return name(r, "deadline", fieldDeadline, i)
+		}
+		return name(r, "depth", fieldDepth, i)
+	case 'e':
+		if len(r) > 1 && r[1] == 'f' {
+			return name(r, "effect", fieldEffect, i)
+		}
+		return name(r, "error", fieldError, i)
+	case 'g':
+		return name(r, "guard", fieldGuard, i)
+	case 'r':
+		return name(r, "reason", fieldReason, i)
+	case 'n':
+		return name(r, "nodes", fieldNodes, i)
+	}
+	return noField, i
+}
+
+// name is fieldAt's match of one candidate: r, the bytes after the opening quote at i, must start
+// with want and its closing quote.
+func name(r []byte, want string, field, i int) (int, int) {
+	if len(r) > len(want) && string(r[:len(want)]) == want && r[len(want)] == '"' {
+		return field, i + len(want) + 2
+	}
+	return noField, i
+}
+
+// punct expects the byte c at i, after any whitespace, and returns the position of what follows it
+// after any whitespace; -1 if c is not there.
+func punct(b []byte, i int, c byte) int {
+	if i >= len(b) || b[i] != c {
+		if i = skipSpace(b, i); i >= len(b) || b[i] != c {
+			return -1
+		}
+	}
+	i++
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
+	return skipSpace(b, i)
+}
+
 // skipSpace skips JSON whitespace from i.
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
 		i++
 	}
 	return i
@@ -262,34 +349,27 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, i, false
 	}
-	for j := i + 1; j < len(b); j++ {
-		c := b[j]
-		if c-0x20 < 0x60 && c != '"' && c != '\\' {
-			continue // printable ASCII: the common case, one comparison
+	r := b[i+1:]
+	for j, c := range r {
+		if plainByte[c] {
+			continue
 		}
 		if c == '"' {
-			return b[i+1 : j], j + 1, true
+			return r[:j], i + j + 2, true
 		}
 		return nil, i, false
 	}
 	return nil, i, false
 }
 
-// fieldName reads a field name at i: the bytes up to the next quote, and the position after it.
-// Unlike plainString it does not check them, because only a name equal to one of the event's
-// (all plain ASCII) is taken; an escape, or anything else, is no such name and goes to
-// encoding/json.
-func fieldName(b []byte, i int) ([]byte, int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, i, false
+// plainByte is true for the bytes a plain string holds as they are: printable ASCII but the quote and
+// the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	for j := i + 1; j < len(b); j++ {
-		if b[j] == '"' {
-			return b[i+1 : j], j + 1, true
-		}
-	}
-	return nil, i, false
-}
+	return t
+}()
 
 // plainInt reads an integer of at most 18 digits (no fraction, exponent or leading zero) at i.
 func plainInt(b []byte, i int) (int64, int, bool) {
@@ -297,17 +377,23 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 	if neg {
 		i++
 	}
-	start := i
+	// At most 19 digits are looked at: a 19th makes the number too long for the fast path.
+	digits := b[i:min(len(b), i+19)]
 	var v int64
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 19 {
-		v = v*10 + int64(b[i]-'0')
-		i++
+	n := 0
+	for n < len(digits) {
+		c := digits[n] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + int64(c)
+		n++
 	}
-	n := i - start
-	if n == 0 || n > 18 || (b[start] == '0' && n > 1) {
-		return 0, i, false
+	if n == 0 || n > 18 || (digits[0] == '0' && n > 1) {
+		return 0, i + n, false
 	}
-	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || (b[i] >= '0' && b[i] <= '9')) {
+	i += n
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
 		return 0, i, false
 	}
 	if neg {

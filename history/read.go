@@ -71,7 +71,7 @@ func (s *Scanner) Scan() bool {
 			return false
 		}
 		s.done = last
-		if len(bytes.TrimSpace(b)) == 0 {
+		if blank(b) {
 			continue
 		}
 		if derr := s.dec.decode(b, &s.ev); derr != nil {
@@ -86,6 +86,11 @@ func (s *Scanner) Scan() bool {
 		return true
 	}
 	return false
+}
+
+// blank reports whether a line holds only whitespace; an event's line starts with its brace.
+func blank(b []byte) bool {
+	return (len(b) == 0 || b[0] != '{') && len(bytes.TrimSpace(b)) == 0
 }
 
 // Event is the event the last Scan read; the next Scan overwrites it.
