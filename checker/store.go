@@ -51,14 +51,21 @@ func streamStore() *store {
 	return &store{}
 }
 
-// at is event i, which must be one the store keeps (see store).
+// at is event i, which must be one the store keeps (see store). Most look-ups are of the current
+// event while streaming: that case is small enough to be inlined at every call.
 func (s *store) at(i int) *history.Event {
+	if i == s.n-1 && s.all == nil {
+		return &s.recent[s.cur]
+	}
+	return s.lookUp(i)
+}
+
+// lookUp is at for every other event.
+func (s *store) lookUp(i int) *history.Event {
 	if s.all != nil {
 		return &s.all[i]
 	}
 	switch {
-	case i == s.n-1:
-		return &s.recent[s.cur]
 	case i == s.n-2:
 		return &s.recent[s.cur^1]
 	}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,9 +27,66 @@ type decoder struct {
 	// nodes is the last list of nodes decoded: consecutive grants by the same nodes share it.
 	nodes   []string
 	scratch []string
+	// next[f] is the field that followed field f on the last line that had f (next[noField]: the
+	// first field); quoted[f] is f's name in quotes as two words, to be compared whole.
+	next   [noField + 1]int
+	quoted [noField]quotedName
 }
 
-func newDecoder() *decoder { return &decoder{seen: map[string]string{}} }
+// quotedName is a field's name in quotes, as the little-endian words of its first 16 bytes and
+// masks of the bytes it fills.
+type quotedName struct {
+	lo, hi, loMask, hiMask uint64
+	n                      int
+}
+
+// fieldNames are the fast path's field names, in field order.
+func fieldNames() [noField]string {
+	return [noField]string{"index", "time", "process", "token", "deadline", "validity", "type", "f", "key",
+		"value", "fault", "effect", "guard", "reason", "error", "nodes", "depth"}
+}
+
+func newDecoder() *decoder {
+	d := &decoder{seen: map[string]string{}}
+	for f, name := range fieldNames() {
+		var word [16]byte
+		q := `"` + name + `"`
+		copy(word[:], q)
+		k := &d.quoted[f]
+		k.n = len(q)
+		k.lo, k.hi = binary.LittleEndian.Uint64(word[:8]), binary.LittleEndian.Uint64(word[8:])
+		k.loMask, k.hiMask = mask(k.n), mask(k.n-8)
+	}
+	for f := range d.next {
+		d.next[f] = noField
+	}
+	return d
+}
+
+// mask has the low n bytes (at most 8) set.
+func mask(n int) uint64 {
+	switch {
+	case n <= 0:
+		return 0
+	case n >= 8:
+		return ^uint64(0)
+	}
+	return 1<<(8*n) - 1
+}
+
+// predicted is the field at i when it is the one that followed prev last time, found by comparing
+// two words; noField when it is not (or too near the line's end to look), and fieldAt decides.
+func (d *decoder) predicted(b []byte, i, prev int) (int, int) {
+	f := d.next[prev]
+	if f == noField || len(b)-i < 16 {
+		return noField, i
+	}
+	k := &d.quoted[f]
+	if binary.LittleEndian.Uint64(b[i:])&k.loMask != k.lo || binary.LittleEndian.Uint64(b[i+8:])&k.hiMask != k.hi {
+		return noField, i
+	}
+	return f, i + k.n
+}
 
 // decode parses one line into e (which it zeroes first).
 func (d *decoder) decode(b []byte, e *Event) error {
@@ -89,11 +147,17 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 		return skipSpace(b, i+1) == len(b)
 	}
 	var set uint32 // fields seen: a repeated one goes to encoding/json
+	prev := noField
 	for {
-		field, j := fieldAt(b, i)
+		// Lines of one kind list their fields in one order: most names are the one predicted.
+		field, j := d.predicted(b, i, prev)
 		if field == noField {
-			return false
+			if field, j = fieldAt(b, i); field == noField {
+				return false
+			}
+			d.next[prev] = field
 		}
+		prev = field
 		// The recorder writes no whitespace: the colon, then the value, found without a call.
 		if i = j + 1; j >= len(b) || b[j] != ':' {
 			if i = punct(b, j, ':'); i < 0 {

@@ -56,7 +56,7 @@ func (s *Scanner) Scan() bool {
 	for !s.done {
 		s.line++
 		b, err := s.br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
+		if err != nil && errors.Is(err, bufio.ErrBufferFull) {
 			// A line longer than the buffer: read the rest of it.
 			long := append([]byte(nil), b...)
 			for errors.Is(err, bufio.ErrBufferFull) {
@@ -65,7 +65,7 @@ func (s *Scanner) Scan() bool {
 			}
 			b = long
 		}
-		last := errors.Is(err, io.EOF)
+		last := err != nil && errors.Is(err, io.EOF)
 		if err != nil && !last {
 			s.err, s.done = fmt.Errorf("line %d: %w", s.line, err), true
 			return false
