@@ -1,11 +1,10 @@
 package results
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
+	"image"
 	"image/color"
-	"image/png"
 	"maps"
 	"math"
 	"os"
@@ -370,16 +369,13 @@ func renderPNG(p *plot.Plot) ([]byte, error) {
 	return b, nil
 }
 
-// encodePNG compresses a drawn plot for the report at the fastest level: a report is written at the
-// end of every run and every check, and the fastest level compresses these flat-coloured images in
-// a fraction of the default's time for a somewhat larger file.
+// encodePNG compresses a drawn plot for the report, fast: a report is written at the end of every
+// run and every check (writeOpaquePNG).
 func encodePNG(img *vgimg.Canvas) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(&buf, img.Image()); err != nil {
-		return nil, err
+	if rgba, ok := img.Image().(*image.RGBA); ok {
+		return writeOpaquePNG(rgba)
 	}
-	return buf.Bytes(), nil
+	return standardPNG(img.Image())
 }
 
 // safely runs draw, turning a panic of the plotting library (it panics on some degenerate axes)
