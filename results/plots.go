@@ -103,11 +103,22 @@ type faultShade struct{ wins [][2]float64 }
 
 func (f faultShade) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, _ := p.Transforms(&c)
+	var spans [][2]vg.Length
 	for _, w := range f.wins {
 		x0 := max(trX(w[0]), c.Min.X)
 		x1 := min(trX(w[1]), c.Max.X)
 		// A fault of a few milliseconds is shaded wide enough to be seen.
 		x1 = max(x1, x0+vg.Points(3))
+		spans = append(spans, [2]vg.Length{x0, x1})
+	}
+	// Windows that overlap on the page are shaded once, as one: the same shade wherever a fault
+	// was in effect, and one fill rather than hundreds on a long run's plot.
+	slices.SortFunc(spans, func(a, b [2]vg.Length) int { return cmp.Compare(a[0], b[0]) })
+	for i := 0; i < len(spans); {
+		x0, x1 := spans[i][0], spans[i][1]
+		for i++; i < len(spans) && spans[i][0] <= x1; i++ {
+			x1 = max(x1, spans[i][1])
+		}
 		c.FillPolygon(colFault, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
 	}
 }

@@ -1,8 +1,13 @@
 package results
 
 import (
+	"image/color"
 	"math"
 	"testing"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // A steady 10 acquires a second draws 10 a second to the end of the run: the last second, cut
@@ -36,5 +41,40 @@ func TestRatePlotLastBin(t *testing.T) {
 		if last.X > float64(c.end)/1e9 {
 			t.Errorf("%s: the last point is at %.2fs, after the run ended at %.3fs", c.name, last.X, float64(c.end)/1e9)
 		}
+	}
+}
+
+// Fault windows that overlap on the page are shaded once: across the plot, one shade fills several
+// columns (an overlap shaded twice would be a darker second one); single columns are edges' blends.
+func TestFaultShadeOverlapsShadedOnce(t *testing.T) {
+	p := plot.New()
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 100, 0, 1
+	p.Add(faultShade{wins: [][2]float64{{10, 30}, {20, 40}, {25, 35}, {70, 80}}})
+	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(plotDPI))
+	var err error
+	safely(&err, func() { drawPlot(p, draw.New(img)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic := img.Image()
+	b := pic.Bounds()
+	y := (b.Min.Y + b.Max.Y) / 2
+	columns := map[color.Color]int{}
+	for x := b.Min.X; x < b.Max.X; x++ {
+		if r, g, bl, _ := pic.At(x, y).RGBA(); r != g || g != bl { // not white or grey
+			columns[pic.At(x, y)]++
+		}
+	}
+	var wide []color.Color
+	for c, n := range columns {
+		if n > 2 {
+			wide = append(wide, c)
+		}
+	}
+	if len(wide) != 1 {
+		t.Fatalf("shades filling more than two columns: %v, want exactly one (all columns: %v)", wide, columns)
+	}
+	if n := columns[wide[0]]; n < b.Dx()/4 {
+		t.Fatalf("the shade fills %d of %d columns: want the windows' 40%% of the data area", n, b.Dx())
 	}
 }
