@@ -97,6 +97,28 @@ func TestFastPathReadsEveryRecordedField(t *testing.T) {
 	}
 }
 
+// The two ways a field is named, the first-letter dispatch and the prediction's words, agree on
+// every field, and neither takes a longer or shorter name for it.
+func TestFieldNamesAgree(t *testing.T) {
+	d := newDecoder()
+	for f, name := range fieldNames() {
+		for _, text := range []string{name, name + "x", name[:len(name)-1], strings.ToUpper(name[:1]) + name[1:]} {
+			line := []byte(`"` + text + `":1234567890123456}`)
+			want, wantEnd := noField, 0
+			if text == name {
+				want, wantEnd = f, len(name)+2
+			}
+			if got, end := fieldAt(line, 0); got != want || (got != noField && end != wantEnd) {
+				t.Errorf("fieldAt(%s) = %d, %d; want %d, %d", line, got, end, want, wantEnd)
+			}
+			d.next[noField] = f
+			if got, end := d.predicted(line, 0, noField); got != want || (got != noField && end != wantEnd) {
+				t.Errorf("predicted(%s) = %d, %d; want %d, %d", line, got, end, want, wantEnd)
+			}
+		}
+	}
+}
+
 // BenchmarkDecode measures the reader alone on a recorded-looking history (set LOCKPICK_HISTORY to
 // a file to read that instead).
 func BenchmarkDecode(b *testing.B) {
