@@ -115,6 +115,24 @@ func (d *decoder) intern(s *string) {
 	}
 }
 
+// known is internBytes for the types and the client operations, which nearly every line has: one
+// of the package's constants is matched without hashing.
+func (d *decoder) known(b []byte) string {
+	switch string(b) {
+	case string(Invoke):
+		return string(Invoke)
+	case string(OK):
+		return string(OK)
+	case string(Fail):
+		return string(Fail)
+	case FAcquire:
+		return FAcquire
+	case FRelease:
+		return FRelease
+	}
+	return d.internBytes(b)
+}
+
 // internBytes is intern for a string still in the line's bytes: a hit costs no allocation.
 func (d *decoder) internBytes(b []byte) string {
 	if len(b) == 0 {
@@ -187,11 +205,11 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 			e.Validity, i, ok = plainInt(b, i)
 		case fieldType:
 			if s, i, ok = plainString(b, i); ok {
-				e.Type = Type(d.internBytes(s))
+				e.Type = Type(d.known(s))
 			}
 		case fieldF:
 			if s, i, ok = plainString(b, i); ok {
-				e.F = d.internBytes(s)
+				e.F = d.known(s)
 			}
 		case fieldKey:
 			if s, i, ok = plainString(b, i); ok {
