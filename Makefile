@@ -18,7 +18,7 @@ SCENARIOS := $(sort $(basename $(notdir $(wildcard scenarios/*.yaml))))
 # The counter workload's figures (issue 4): the scenarios whose names start with counter-.
 COUNTER_SCENARIOS := $(filter counter-%,$(SCENARIOS))
 
-.PHONY: all build shim deps browser test test-long docs-commands ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards bugs docker-scenarios selftest corpus clean
+.PHONY: all build shim deps browser test test-long docs-commands ssh-hosts ssh-hosts-down vet tidy newcomer bench bench-instructions bench-protocol demo scenarios $(SCENARIOS) counter-figures etcd-figures card cards bugs docker-scenarios selftest corpus clean
 
 all: build
 
@@ -139,6 +139,12 @@ bench: build
 	END_TIME="$(BENCH_END)" scripts/bench-end.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
 	GO=$(GO) scripts/bench-ceiling.sh $(BEFORE)
+
+# The check's work in instructions, beside BEFORE's: `check FILE` and `check RUNDIR` of a generated
+# 100k-operation history under valgrind's callgrind (scripts/bench-instructions.sh), a count the
+# machine's speed does not move, for comparing two builds on a noisy host (docs/speed.md).
+bench-instructions: build
+	scripts/bench-instructions.sh $(BIN) $(BEFORE)
 
 # The client protocol's overhead: py-redis against the built-in single lock, side by side (docs/protocol.md).
 bench-protocol: build
