@@ -28,16 +28,18 @@ type decoder struct {
 	nodes   []string
 	scratch []string
 	// next[f] is the field that followed field f on the last line that had f (next[noField]: the
-	// first field); quoted[f] is f's name in quotes as two words, to be compared whole.
-	next   [noField + 1]int
-	quoted [noField]quotedName
+	// first field); quoted[f] is f's name in quotes, to be compared whole; byLetter the fields by
+	// the first letter of their names.
+	next     [noField + 1]int
+	quoted   [noField]quotedName
+	byLetter ['z' - 'a' + 1][]int
 }
 
-// quotedName is a field's name in quotes, as the little-endian words of its first 16 bytes and
-// masks of the bytes it fills.
+// quotedName is a field's name in quotes, and the same as the little-endian words of its first 16
+// bytes with masks of the bytes it fills.
 type quotedName struct {
+	text                   string
 	lo, hi, loMask, hiMask uint64
-	n                      int
 }
 
 // fieldNames are the fast path's field names, in field order.
@@ -50,12 +52,12 @@ func newDecoder() *decoder {
 	d := &decoder{seen: map[string]string{}}
 	for f, name := range fieldNames() {
 		var word [16]byte
-		q := `"` + name + `"`
-		copy(word[:], q)
 		k := &d.quoted[f]
-		k.n = len(q)
+		k.text = `"` + name + `"`
+		copy(word[:], k.text)
 		k.lo, k.hi = binary.LittleEndian.Uint64(word[:8]), binary.LittleEndian.Uint64(word[8:])
-		k.loMask, k.hiMask = mask(k.n), mask(k.n-8)
+		k.loMask, k.hiMask = mask(len(k.text)), mask(len(k.text)-8)
+		d.byLetter[name[0]-'a'] = append(d.byLetter[name[0]-'a'], f)
 	}
 	for f := range d.next {
 		d.next[f] = noField
@@ -74,18 +76,31 @@ func mask(n int) uint64 {
 	return 1<<(8*n) - 1
 }
 
-// predicted is the field at i when it is the one that followed prev last time, found by comparing
-// two words; noField when it is not (or too near the line's end to look), and fieldAt decides.
-func (d *decoder) predicted(b []byte, i, prev int) (int, int) {
-	f := d.next[prev]
-	if f == noField || len(b)-i < 16 {
+// fieldAt reads a field name at i and returns which of the fast path's it is, and the position
+// after its closing quote; noField for any other name (a plan, offsets, a newer field, an escape, a
+// name in another case), which goes to encoding/json. Its first letter picks the candidates.
+func (d *decoder) fieldAt(b []byte, i int) (int, int) {
+	if i+1 >= len(b) || b[i] != '"' || b[i+1] < 'a' || b[i+1] > 'z' {
 		return noField, i
 	}
+	for _, f := range d.byLetter[b[i+1]-'a'] {
+		if j, ok := d.quotedAt(b, i, f); ok {
+			return f, j
+		}
+	}
+	return noField, i
+}
+
+// quotedAt reports whether b holds field f's quoted name at i, and the position after it: two words
+// compared under masks where 16 bytes are left (nearly always: a line ends with its newline),
+// the bytes otherwise.
+func (d *decoder) quotedAt(b []byte, i, f int) (int, bool) {
 	k := &d.quoted[f]
-	if binary.LittleEndian.Uint64(b[i:])&k.loMask != k.lo || binary.LittleEndian.Uint64(b[i+8:])&k.hiMask != k.hi {
-		return noField, i
+	if len(b)-i >= 16 {
+		ok := binary.LittleEndian.Uint64(b[i:])&k.loMask == k.lo && binary.LittleEndian.Uint64(b[i+8:])&k.hiMask == k.hi
+		return i + len(k.text), ok
 	}
-	return f, i + k.n
+	return i + len(k.text), len(b)-i >= len(k.text) && string(b[i:i+len(k.text)]) == k.text
 }
 
 // decode parses one line into e (which it zeroes first).
@@ -167,10 +182,14 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 	var set uint32 // fields seen: a repeated one goes to encoding/json
 	prev := noField
 	for {
-		// Lines of one kind list their fields in one order: most names are the one predicted.
-		field, j := d.predicted(b, i, prev)
-		if field == noField {
-			if field, j = fieldAt(b, i); field == noField {
+		// Lines of one kind list their fields in one order: most names are the one that followed
+		// the previous field last time.
+		field, j, ok := d.next[prev], i, false
+		if field != noField {
+			j, ok = d.quotedAt(b, i, field)
+		}
+		if !ok {
+			if field, j = d.fieldAt(b, i); field == noField {
 				return false
 			}
 			d.next[prev] = field
@@ -184,7 +203,6 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 		} else if i < len(b) && b[i] <= ' ' {
 			i = skipSpace(b, i)
 		}
-		var ok bool
 		bit := uint32(1) << field
 		var s []byte
 		switch field {
@@ -338,69 +356,6 @@ const (
 	fieldDepth
 	noField
 )
-
-// fieldAt reads a field name at i and returns which of the fast path's it is, and the position
-// after its closing quote; noField for any other name (a plan, offsets, a newer field, an escape, a
-// name in another case), which goes to encoding/json. Its first letter picks the candidates, so a
-// name is matched by comparing it whole rather than by scanning for its end.
-func fieldAt(b []byte, i int) (int, int) {
-	if i+2 >= len(b) || b[i] != '"' {
-		return noField, i
-	}
-	r := b[i+1:]
-	switch r[0] {
-	case 'i':
-		return name(r, "index", fieldIndex, i)
-	case 't':
-		if len(r) > 1 && r[1] == 'i' {
-			return name(r, "time", fieldTime, i)
-		}
-		if len(r) > 1 && r[1] == 'y' {
-			return name(r, "type", fieldType, i)
-		}
-		return name(r, "token", fieldToken, i)
-	case 'p':
-		return name(r, "process", fieldProcess, i)
-	case 'f':
-		if r[1] == '"' {
-			return fieldF, i + 3
-		}
-		return name(r, "fault", fieldFault, i)
-	case 'k':
-		return name(r, "key", fieldKey, i)
-	case 'v':
-		if len(r) > 3 && r[3] == 'u' {
-			return name(r, "value", fieldValue, i)
-		}
-		return name(r, "validity", fieldValidity, i)
-	case 'd':
-		if len(r) > 2 && r[2] == 'a' {
-			return name(r, "deadline", fieldDeadline, i)
-		}
-		return name(r, "depth", fieldDepth, i)
-	case 'e':
-		if len(r) > 1 && r[1] == 'f' {
-			return name(r, "effect", fieldEffect, i)
-		}
-		return name(r, "error", fieldError, i)
-	case 'g':
-		return name(r, "guard", fieldGuard, i)
-	case 'r':
-		return name(r, "reason", fieldReason, i)
-	case 'n':
-		return name(r, "nodes", fieldNodes, i)
-	}
-	return noField, i
-}
-
-// name is fieldAt's match of one candidate: r, the bytes after the opening quote at i, must start
-// with want and its closing quote.
-func name(r []byte, want string, field, i int) (int, int) {
-	if len(r) > len(want) && string(r[:len(want)]) == want && r[len(want)] == '"' {
-		return field, i + len(want) + 2
-	}
-	return noField, i
-}
 
 // punct expects the byte c at i, after any whitespace, and returns the position of what follows it
 // after any whitespace; -1 if c is not there.
