@@ -42,7 +42,8 @@ type quotedName struct {
 	lo, hi, loMask, hiMask uint64
 }
 
-// fieldNames are the fast path's field names, in field order.
+// fieldNames are the fast path's field names, in field order: each starts with a lower-case letter
+// and has at most 14 (quotedAt compares 16 bytes with the quotes; TestFieldNamesAgree holds both).
 func fieldNames() [noField]string {
 	return [noField]string{"index", "time", "process", "token", "deadline", "validity", "type", "f", "key",
 		"value", "fault", "effect", "guard", "reason", "error", "nodes", "depth"}
