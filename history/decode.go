@@ -33,6 +33,9 @@ type decoder struct {
 	next     [noField + 1]int
 	quoted   [noField]quotedName
 	byLetter ['z' - 'a' + 1][]int
+	// plain[c] is true for the bytes a plain string holds as they are: printable ASCII but the
+	// quote and the backslash.
+	plain [256]bool
 }
 
 // quotedName is a field's name in quotes, and the same as the little-endian words of its first 16
@@ -62,6 +65,9 @@ func newDecoder() *decoder {
 	}
 	for f := range d.next {
 		d.next[f] = noField
+	}
+	for c := 0x20; c < 0x7f; c++ {
+		d.plain[c] = c != '"' && c != '\\'
 	}
 	return d
 }
@@ -223,39 +229,39 @@ func (d *decoder) fast(b []byte, e *Event) bool {
 		case fieldValidity:
 			e.Validity, i, ok = plainInt(b, i)
 		case fieldType:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Type = Type(d.known(s))
 			}
 		case fieldF:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.F = d.known(s)
 			}
 		case fieldKey:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Key = d.internBytes(s)
 			}
 		case fieldValue:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Value = string(s) // mostly unique: not worth a table entry
 			}
 		case fieldFault:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Fault = d.internBytes(s)
 			}
 		case fieldEffect:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Effect = d.internBytes(s)
 			}
 		case fieldGuard:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Guard = d.internBytes(s)
 			}
 		case fieldReason:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Reason = d.internBytes(s)
 			}
 		case fieldError:
-			if s, i, ok = plainString(b, i); ok {
+			if s, i, ok = d.plainString(b, i); ok {
 				e.Error = d.internBytes(s)
 			}
 		case fieldNodes:
@@ -299,7 +305,7 @@ func (d *decoder) plainNodes(b []byte, i int) ([]string, int, bool) {
 		return []string{}, i + 1, true
 	}
 	for {
-		s, j, ok := plainString(b, i)
+		s, j, ok := d.plainString(b, i)
 		if !ok {
 			return nil, i, false
 		}
@@ -383,13 +389,13 @@ func skipSpace(b []byte, i int) int {
 
 // plainString reads a string at i with no escape, control character or non-ASCII byte, and returns
 // its contents and the position after it.
-func plainString(b []byte, i int) ([]byte, int, bool) {
+func (d *decoder) plainString(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, i, false
 	}
 	r := b[i+1:]
 	for j, c := range r {
-		if plainByte[c] {
+		if d.plain[c] {
 			continue
 		}
 		if c == '"' {
@@ -399,15 +405,6 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 	}
 	return nil, i, false
 }
-
-// plainByte is true for the bytes a plain string holds as they are: printable ASCII but the quote and
-// the backslash.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // plainInt reads an integer of at most 18 digits (no fraction, exponent or leading zero) at i.
 func plainInt(b []byte, i int) (int64, int, bool) {

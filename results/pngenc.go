@@ -16,7 +16,7 @@ import (
 // the report's plots). An image with any pixel not opaque goes to image/png.
 func writeOpaquePNG(img *image.RGBA) ([]byte, error) {
 	w, h := img.Rect.Dx(), img.Rect.Dy()
-	if w <= 0 || h <= 0 || !img.Opaque() {
+	if w <= 0 || h <= 0 {
 		return standardPNG(img)
 	}
 	var idat bytes.Buffer
@@ -28,7 +28,11 @@ func writeOpaquePNG(img *image.RGBA) ([]byte, error) {
 	for y := range h {
 		pix := img.Pix[y*img.Stride : y*img.Stride+4*w]
 		for x := range w {
-			copy(row[1+3*x:4+3*x], pix[4*x:4*x+3])
+			p := pix[4*x : 4*x+4]
+			if p[3] != 0xff {
+				return standardPNG(img) // found while copying, rather than in a pass of its own
+			}
+			copy(row[1+3*x:4+3*x], p[:3])
 		}
 		if _, err := zw.Write(row); err != nil {
 			return nil, err

@@ -94,7 +94,7 @@ func (m Mutex) Run(ctx context.Context, env Env) error {
 	if m.HoldMax < 0 || m.Groups < 0 {
 		return fmt.Errorf("mutex workload: hold max and groups must not be negative")
 	}
-	if m.HoldMin < 0 || (m.HoldMin > 0 && m.HoldMin > m.HoldMax) {
+	if m.HoldMin < 0 || m.HoldMin > m.HoldMax {
 		return fmt.Errorf("mutex workload: hold min %v must be within [0, hold max %v]", m.HoldMin, m.HoldMax)
 	}
 	if m.ThinkMax <= 0 {
