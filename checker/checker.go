@@ -115,8 +115,8 @@ func CheckSource(s Source, opts Options) (*Result, error) {
 	return r, err
 }
 
-// checkSource is CheckSource, with how many holds it folded (fold.go).
-func checkSource(s Source, opts Options) (*Result, int, error) {
+// checkSource is CheckSource, with what it folded (fold.go; nil for nothing).
+func checkSource(s Source, opts Options) (*Result, *foldSums, error) {
 	began := time.Now()
 	st := streamStore()
 	v, pr := newValidator(st), newParser(st)
@@ -133,19 +133,19 @@ func checkSource(s Source, opts Options) (*Result, int, error) {
 			for s.Scan() {
 			}
 			if s.Err() != nil {
-				return nil, 0, s.Err()
+				return nil, nil, s.Err()
 			}
-			return nil, 0, err
+			return nil, nil, err
 		}
 		pr.event(i)
 		st.settle()
 		pr.maybeFold()
 	}
 	if s.Err() != nil {
-		return nil, 0, s.Err()
+		return nil, nil, s.Err()
 	}
 	p := pr.finish()
-	return finish(st, v.run, p, s.Truncated(), opts, true, began), p.folded.holdCount(), nil
+	return finish(st, v.run, p, s.Truncated(), opts, true, began), p.folded, nil
 }
 
 // check is CheckLog with quiet-point splitting optional, so tests can show splitting changes nothing.
@@ -187,7 +187,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	fs := p.folded
 	r.Segments = len(segs) + fs.segCount()
 	porcStart := time.Now()
-	out := checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine)
+	out := fs.withPorcupine(checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine))
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, r.Segments))
@@ -203,17 +203,23 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 			segOf[id] = int32(i)
 		}
 	}
-	firstOverlap := int64(Never)
+	firstOverlap := fs.firstOverlap()
+	r.ViolationCount = fs.violationCount()
+	live := map[string][]listedPair{}
 	for _, k := range keys {
 		sweep(p.holds, byKey[k], func(pr pair) {
 			r.ViolationCount++
 			firstOverlap = min(firstOverlap, max(p.holds[pr.a].Start, p.holds[pr.b].Start))
-			segs[segmentOfPair(p.holds, segOf, pr)].violations++
-			if len(r.Violations) < opts.MaxViolations {
-				r.Violations = append(r.Violations, explain(st, p, pr))
-				r.pairs = append(r.pairs, pr)
+			si := segmentOfPair(p.holds, segOf, pr)
+			segs[si].violations++
+			if len(live[k]) < opts.MaxViolations {
+				live[k] = append(live[k], listedPair{pair: pair{pr.a + p.base, pr.b + p.base}, seg: si})
 			}
 		})
+	}
+	r.pairs = listed(fs.foldedPairs(), live, opts.MaxViolations)
+	for _, lp := range r.pairs {
+		r.Violations = append(r.Violations, explain(st, p, lp.pair))
 	}
 
 	// Step 4: the lock-level verdict.
@@ -288,7 +294,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	if timeout > 0 {
 		budget = max(timeout-time.Since(porcStart), timeout/10)
 	}
-	r.prepareVisualization(model, p.holds, segs, segOf, fs, opts.MaxVisualizedOps, budget)
+	r.prepareVisualization(p, segs, opts.MaxVisualizedOps, budget)
 
 	r.CheckDuration = time.Since(began)
 	return r

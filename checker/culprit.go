@@ -373,8 +373,8 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 		if !r.faultFree(v) {
 			continue
 		}
-		pr := r.pairs[i]
-		if what := c.culpritOf(p, &shared, pr.a, pr.b); what != "" {
+		lp := r.pairs[i]
+		if what := c.culpritOf(p, &shared, lp.a, lp.b, lp.culprit, lp.seg < 0); what != "" {
 			v.Culprit = what
 			v.Cause = strings.TrimSuffix(what+"; "+v.Cause, "; ")
 		}
@@ -519,16 +519,36 @@ func compareKeyValue(a, b *hold) int {
 // process's operation removed it (a late release, a release of the first holder's value, a
 // release of a lock it did not hold, a late extend), or the first holder's promise outlived its
 // key (an acquire that came back ok after its own timed-out attempt, a deadline further than the
-// TTL asked for).
-func (c *culprits) culpritOf(p *parsed, sh *shared, a, b int32) string {
-	first, second := &p.holds[a], &p.holds[b]
-	if second.Start < first.Start {
-		first, second = second, first
+// TTL asked for, a value granted to others too). now is what culpritNow found, if it was asked
+// before (a folded pair, at its fold).
+func (c *culprits) culpritOf(p *parsed, sh *shared, a, b int32, now string, asked bool) string {
+	if !asked {
+		now = c.culpritNow(p, a, b)
 	}
+	if now != "" {
+		return now
+	}
+	first, _ := c.ordered(p, a, b)
+	return sharedValue(first, sh)
+}
+
+// culpritNow is culpritOf without the shared values: what the releases, extends and acquires
+// around the pair tell, which a fold must ask before it lets them go.
+func (c *culprits) culpritNow(p *parsed, a, b int32) string {
+	first, second := c.ordered(p, a, b)
 	if what := c.remover(p, first, second); what != "" {
 		return what
 	}
-	return c.promise(first, second, sh)
+	return c.promise(first, second)
+}
+
+// ordered is the pair's holds, the one granted first first.
+func (c *culprits) ordered(p *parsed, a, b int32) (first, second *hold) {
+	first, second = p.at(a), p.at(b)
+	if second.Start < first.Start {
+		first, second = second, first
+	}
+	return first, second
 }
 
 // remover is the latest operation of another process that may have deleted first's key before
@@ -591,7 +611,7 @@ const promiseSlack = int64(1e6)
 
 // promise names how first's promise outlived its key, when second was granted after the key could
 // have expired.
-func (c *culprits) promise(first, second *hold, sh *shared) string {
+func (c *culprits) promise(first, second *hold) string {
 	if inv, ok := c.priorInfo[[2]int64{int64(first.Process), first.Start}]; ok && (c.ttl <= 0 || second.Start >= inv+c.ttl) {
 		return fmt.Sprintf("p%d's acquire at %s came back ok after its own acquire of the key at %s had timed out: it may have found that attempt's key, which can expire before the deadline %s it promised; p%d was granted at %s",
 			first.Process, FormatTime(first.Invoke), FormatTime(inv), FormatTime(first.granted), second.Process, FormatTime(second.Start))
@@ -607,6 +627,11 @@ func (c *culprits) promise(first, second *hold, sh *shared) string {
 			first.Process, FormatTime(first.granted), FormatSpan(first.granted-first.Invoke), FormatTime(first.Invoke), FormatSpan(c.ttl),
 			FormatTime(first.Invoke+c.ttl), second.Process, FormatTime(second.Start))
 	}
+	return ""
+}
+
+// sharedValue names the others first's value was granted to too, if any.
+func sharedValue(first *hold, sh *shared) string {
 	if ps := sh.by[[2]string{first.key, first.Value}]; len(ps) > 1 {
 		var others []string
 		for _, pid := range ps {

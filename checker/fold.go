@@ -63,6 +63,7 @@ type foldSums struct {
 	// resourceAfter: a read or write came after holds were folded (a history whose plan said
 	// mutex); the resource check could not see the folded holds.
 	resourceAfter bool
+	findings      foldedFindings
 }
 
 type foldedBest struct {
@@ -90,21 +91,21 @@ type holderAt struct {
 
 func newFoldSums() *foldSums {
 	return &foldSums{segsByKey: map[string]int{}, held: map[string]int64{}, grants: map[string]int{},
-		lastEnd: map[string]int64{}, tokens: map[string]foldedBest{}, values: newValueIndex(), regrants: map[int64]int64{}}
+		lastEnd: map[string]int64{}, tokens: map[string]foldedBest{}, values: newValueIndex(), regrants: map[int64]int64{},
+		findings: newFoldedFindings()}
 }
 
 // folding is the parser's state of folding.
 type folding struct {
-	every   int // 0: never fold (a whole-history check)
-	next    int // fold again once len(p.holds) reaches it
-	blocked bool
-	opts    Options
+	every int // 0: never fold (a whole-history check)
+	next  int // fold again once len(p.holds) reaches it
+	opts  Options
 }
 
 // maybeFold folds when enough holds came since the last look (see the top of this file).
 func (pr *parser) maybeFold() {
 	f := &pr.folding
-	if f.every <= 0 || f.blocked || len(pr.p.holds) < f.next {
+	if f.every <= 0 || len(pr.p.holds) < f.next {
 		return
 	}
 	before := pr.p.base
@@ -136,39 +137,33 @@ func (pr *parser) fold() {
 	if !pr.foldable() {
 		return
 	}
-	p := pr.p
+	p, opts := pr.p, pr.folding.opts
 	cut, now := pr.cutTime()
 	k := validCut(p.holds, cut, len(p.holds))
 	if k == 0 {
 		return
 	}
-	dirty, segs := pr.firstDirty(p.holds[:k])
-	if dirty < k {
-		pr.folding.blocked = true // a finding: its holds stay, and so does everything after them
-		if k = validCut(p.holds, cut, dirty); k == 0 {
-			return
-		}
-		if dirty, segs = pr.firstDirty(p.holds[:k]); dirty < k {
-			return
-		}
-	}
+	F := p.holds[:k]
+	keys, byKey := keyOrder(F)
+	segs := segmentsOf(F, keys, byKey, true)
 	ops := 0
 	for i := range segs {
 		ops += segs[i].ops()
 	}
-	if ops+p.folded.opCount() <= pr.folding.opts.MaxVisualizedOps {
-		pr.folding.blocked = false
+	if ops+p.folded.opCount() <= opts.MaxVisualizedOps {
 		return // the visualization would show every segment: it needs them all
 	}
+	out := checkSegments(lockModel(F), F, segs, max(opts.Timeout, 0), opts.alwaysPorcupine)
 	if p.folded == nil {
 		p.folded = newFoldSums()
 		if pl := pr.st.at(0).Plan; pl != nil {
 			pr.planExpiry = pl.Expiry
 		}
 	}
+	pr.foldFindings(F, keys, byKey, segs, out)
 	pr.foldCulprits(now, minInvoke(p.holds[k:], cut))
 	pr.pinnedIDs = pr.referenced(p.base + int32(k))
-	pr.absorb(p.holds[:k], segs)
+	pr.absorb(F, segs)
 	pr.dropHolds(k)
 }
 
@@ -218,41 +213,7 @@ func validCut(holds []hold, cut int64, limit int) int {
 	return best
 }
 
-// firstDirty decides the prefix F as the steps after the stream would and returns the index of its
-// first hold in a finding (len(F) when there is none): a segment porcupine did not find ok, an
-// overlap, or a fencing token that did not go up; and F's segments, decided.
-func (pr *parser) firstDirty(F []hold) (dirty int, segs []segment) {
-	dirty = len(F)
-	keys, byKey := keyOrder(F)
-	segs = segmentsOf(F, keys, byKey, true)
-	opts := pr.folding.opts
-	timeout := max(opts.Timeout, 0)
-	checkSegments(lockModel(F), F, segs, timeout, opts.alwaysPorcupine)
-	for i := range segs {
-		if segs[i].result != segOk {
-			for _, id := range segs[i].holds {
-				dirty = min(dirty, int(id))
-			}
-			if c := segs[i].carry; c != free {
-				dirty = min(dirty, int(c))
-			}
-		}
-	}
-	for _, k := range keys {
-		sweep(F, byKey[k], func(pr pair) { dirty = min(dirty, int(pr.a), int(pr.b)) })
-	}
-	for _, k := range sortedTokenKeys(F) {
-		best, _ := pr.p.folded.tokenBest(k, pr.p)
-		walkTokens(F, k, best, func(h *hold, best *hold, id int) {
-			if best != nil && h.Token <= best.Token {
-				dirty = min(dirty, id)
-			}
-		})
-	}
-	return dirty, segs
-}
-
-// absorb adds the clean prefix F, whose segments firstDirty decided, to the sums: what each step
+// absorb adds the prefix F, whose segments foldFindings decided, to the sums: what each step
 // after the stream would take from it.
 func (pr *parser) absorb(F []hold, segs []segment) {
 	s, p := pr.p.folded, pr.p
@@ -474,33 +435,6 @@ func sortedTokenKeys(F []hold) []string {
 	return keys
 }
 
-// walkTokens walks key k's holds with a token in invoke order, as tokenRegressions does, starting
-// from best (the highest token before them, or nil), and calls visit with each hold, the best
-// completed before it was invoked, and its index in holds.
-func walkTokens(holds []hold, k string, best *hold, visit func(h, best *hold, id int)) {
-	var ids []int
-	for i := range holds {
-		if holds[i].Token > 0 && holds[i].key == k {
-			ids = append(ids, i)
-		}
-	}
-	byStart := slices.Clone(ids)
-	sort.SliceStable(byStart, func(a, b int) bool { return holds[byStart[a]].Start < holds[byStart[b]].Start })
-	byInvoke := slices.Clone(ids)
-	sort.SliceStable(byInvoke, func(a, b int) bool { return holds[byInvoke[a]].Invoke < holds[byInvoke[b]].Invoke })
-	n := 0
-	for _, id := range byInvoke {
-		h := &holds[id]
-		for n < len(byStart) && holds[byStart[n]].Start < h.Invoke {
-			if best == nil || holds[byStart[n]].Token > best.Token {
-				best = &holds[byStart[n]]
-			}
-			n++
-		}
-		visit(h, best, id)
-	}
-}
-
 // foldCulprits names the late releases, and the holders of the late extends, that completed before
 // now, while every hold they can name is here (one granted later starts at now or after), and folds
 // the culprits' list of ok releases up to trim: every hold left was invoked after it, so no later
@@ -600,12 +534,51 @@ func (pr *parser) dropHolds(k int) {
 			s.settled(id, h, pr.folding.opts.MaxViolations)
 		}
 	}
+	p.kept = pr.kept(k, pinned)
 	p.pinned = pinned
 	rest := make([]hold, len(p.holds)-k, len(p.holds)-k+pr.folding.every)
 	copy(rest, p.holds[k:])
 	p.holds = rest
 	p.base += int32(k)
 	s.holds += k
+}
+
+// kept are the folded holds the folded findings name (foldedFindings.keptIDs), once the first k
+// holds are folded: those still pinned are found there, the others are taken as they are now.
+func (pr *parser) kept(k int, pinned map[int32]*hold) map[int32]*hold {
+	p, s := pr.p, pr.p.folded
+	ids := s.findings.keptIDs()
+	if len(ids) == 0 {
+		return nil
+	}
+	kept := make(map[int32]*hold, len(ids))
+	for id := range ids {
+		switch {
+		case pinned[id] != nil:
+			continue
+		case p.pinned[id] != nil:
+			kept[id] = p.pinned[id]
+		case p.kept[id] != nil:
+			kept[id] = p.kept[id]
+		case id >= p.base && id < p.base+int32(k):
+			h := p.holds[id-p.base]
+			kept[id] = &h
+		default:
+			kept[id] = s.tokenHold(id) // a folded highest token, found again by a later fold
+		}
+	}
+	return kept
+}
+
+// tokenHold is the folded hold id with the highest token of its key.
+func (s *foldSums) tokenHold(id int32) *hold {
+	for _, b := range s.tokens {
+		if b.id == id {
+			h := b.h
+			return &h
+		}
+	}
+	panic("checker: a folded finding names a hold no fold kept") // keptIDs and kept disagree
 }
 
 // foldStart is when folding is set up for a streamed check.

@@ -21,7 +21,7 @@ func TestFoldedHoldStillReachable(t *testing.T) {
 	h.acquire(2, "k", 990, 995, history.OK, "c", 2000)
 	h.work(2, "k", "c", 996, 2500)
 	h.release(2, "k", "c", 2600, 2605)
-	if n := checkFolded(t, h.events(), Options{}, 1); n == 0 {
+	if n, _ := checkFolded(t, h.events(), Options{}, 1); n == 0 {
 		t.Fatal("nothing was folded: the test shows nothing")
 	}
 }

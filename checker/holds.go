@@ -98,10 +98,12 @@ type nemOp struct{ inv, comp int }
 // parsed is what step 1 extracts from a history.
 type parsed struct {
 	// holds are the holds not yet folded (see fold.go): hold id base+i is holds[i]. Folded holds
-	// that the stream may still touch are in pinned; at finds either.
+	// that the stream may still touch are in pinned, those the folded findings name in kept; at
+	// finds any.
 	holds  []hold
 	base   int32
 	pinned map[int32]*hold
+	kept   map[int32]*hold
 	// folded is what the folds took in (nil: none happened).
 	folded  *foldSums
 	nemesis []int // indexes of nemesis events, in time order
@@ -133,6 +135,9 @@ func (p *parsed) at(id int32) *hold {
 		return &p.holds[id-p.base]
 	}
 	if h := p.pinned[id]; h != nil {
+		return h
+	}
+	if h := p.kept[id]; h != nil {
 		return h
 	}
 	panic("checker: hold folded while still referred to") // a reference fold.go's pinning missed

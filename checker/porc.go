@@ -334,7 +334,8 @@ func decide(holds []hold, segs []segment, fs *foldSums, out porcupineOutcome, ov
 	if overlaps > 0 {
 		v = Invalid
 	}
-	left := 0
+	left := fs.undecided()
+	var found []disagreement
 	for i := range segs {
 		s := &segs[i]
 		if s.result == segUnknown {
@@ -342,10 +343,15 @@ func decide(holds []hold, segs []segment, fs *foldSums, out porcupineOutcome, ov
 			continue
 		}
 		if (s.result == segIllegal) != (s.violations > 0) {
-			v = Unknown
-			*errs = append(*errs, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
-				s.key(holds), fs.wholeIndex(i, s.key(holds)), porcupineWord(s.result.check()), s.violations))
+			found = append(found, disagreement{key: s.key(holds), index: fs.wholeIndex(i, s.key(holds)), result: s.result, violations: s.violations})
 		}
+	}
+	found = append(found, fs.disagreements(holds, segs)...)
+	slices.SortFunc(found, func(a, b disagreement) int { return cmp.Compare(a.index, b.index) })
+	for _, d := range found {
+		v = Unknown
+		*errs = append(*errs, fmt.Sprintf("checker disagreement on key %q, segment %d: porcupine says %s but the sweep found %d overlaps",
+			d.key, d.index, porcupineWord(d.result.check()), d.violations))
 	}
 	var why []string
 	if out.tooLarge > 0 {
@@ -366,6 +372,15 @@ func decide(holds []hold, segs []segment, fs *foldSums, out porcupineOutcome, ov
 		decidedBy = fmt.Sprintf("porcupine+sweep, the sweep alone on %d of %d segments (%s)", left, total, strings.Join(why, ", "))
 	}
 	return v, decidedBy
+}
+
+// disagreement is a segment on which porcupine and the sweep disagree; index is its place among
+// every segment, key by key.
+type disagreement struct {
+	key        string
+	index      int
+	result     segResult
+	violations int32
 }
 
 // porcupineWord is the lower-case word results.json uses for a porcupine verdict.

@@ -598,76 +598,69 @@ func describeStale(s *StaleWrite) string {
 // key that completed before they were invoked, and lists the first of each run of them (in invoke
 // order) with the faults in between.
 func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegression) {
-	byKey := map[string][]int{}
+	byKey := map[string][]int32{}
 	for i := range p.holds {
 		if p.holds[i].Token > 0 {
-			byKey[p.holds[i].key] = append(byKey[p.holds[i].key], i)
+			byKey[p.holds[i].key] = append(byKey[p.holds[i].key], int32(i))
 		}
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ids := byKey[k]
-		byStart := slices.Clone(ids)
-		sort.SliceStable(byStart, func(a, b int) bool { return p.holds[byStart[a]].Start < p.holds[byStart[b]].Start })
-		byInvoke := slices.Clone(ids)
-		sort.SliceStable(byInvoke, func(a, b int) bool { return p.holds[byInvoke[a]].Invoke < p.holds[byInvoke[b]].Invoke })
-		// The completed acquire with the highest token so far: a folded one (fold.go) to start with.
+	type regression struct{ a, h *hold }
+	live := map[string][]regression{}
+	for _, k := range sortedKeys(byKey) {
+		// The completed acquire with the highest token so far: a folded one (fold.go) to start
+		// with, and whether the last folded acquire went back too.
 		best, _ := p.folded.tokenBest(k, p)
-		n := 0
-		prev := false // whether the previous acquire went backwards too
-		for _, id := range byInvoke {
-			h := &p.holds[id]
-			for n < len(byStart) && p.holds[byStart[n]].Start < h.Invoke {
-				if best == nil || p.holds[byStart[n]].Token > best.Token {
-					best = &p.holds[byStart[n]]
-				}
-				n++
-			}
-			if best == nil || h.Token > best.Token || sameLeaseAgain(best, h) {
-				prev = false
-				continue
-			}
+		prev := p.folded.regressing(k)
+		walkRegressions(p.holds, byKey[k], best, 0, &prev, func(_ int32, a *hold, h int32, first bool) {
 			count++
-			// Once a counter is reset every acquire goes backwards until the tokens pass the old
-			// highest again; the first of such a run is the one to explain.
-			first := !prev
-			prev = true
-			if !first || len(out) >= max {
-				continue
+			if first && len(live[k]) < max {
+				live[k] = append(live[k], regression{a, &p.holds[h]})
 			}
-			a := best
-			tr := TokenRegression{Key: k, Earlier: a.info(), Later: h.info()}
-			var hits []string
-			for _, ni := range p.nemesis {
-				e := p.nemesisEvent(st, ni)
-				if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < a.Invoke || e.Time > h.Start {
-					continue
-				}
-				for _, node := range e.Nodes {
-					if slices.Contains(h.nodes(), node) {
-						hits = append(hits, describeNemesisEvent(e, nil))
-						break
-					}
-				}
-			}
-			switch promoted := promotionCause(st, p, a, h); {
-			case promoted != "":
-				tr.Cause = promoted
-			case len(hits) > 0:
-				tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.nodes(), " "))
-			default:
-				tr.Cause = "no fault hit " + strings.Join(h.nodes(), " ") + " in between: the lock itself handed out a lower token"
-			}
-			tr.Description = fmt.Sprintf("key %s: p%d got token %d at %s after p%d had got token %d at %s; %s",
-				k, h.Process, h.Token, FormatTime(h.Start), a.Process, a.Token, FormatTime(a.Start), tr.Cause)
-			out = append(out, tr)
+		})
+	}
+	regressed, n := p.folded.foldedRegressed()
+	count += n
+	folded := map[string][]regression{}
+	for k, prs := range regressed {
+		for _, pa := range prs {
+			folded[k] = append(folded[k], regression{p.at(pa.a), p.at(pa.b)})
 		}
+	}
+	for _, r := range listed(folded, live, max) {
+		out = append(out, describeRegression(st, p, r.a, r.h))
 	}
 	return count, out
+}
+
+// describeRegression explains the acquire h, whose token was not above a's, with the faults in
+// between.
+func describeRegression(st *store, p *parsed, a, h *hold) TokenRegression {
+	k := h.key
+	tr := TokenRegression{Key: k, Earlier: a.info(), Later: h.info()}
+	var hits []string
+	for _, ni := range p.nemesis {
+		e := p.nemesisEvent(st, ni)
+		if e.Type != history.Invoke || e.Effect != history.EffectFault || e.Time < a.Invoke || e.Time > h.Start {
+			continue
+		}
+		for _, node := range e.Nodes {
+			if slices.Contains(h.nodes(), node) {
+				hits = append(hits, describeNemesisEvent(e, nil))
+				break
+			}
+		}
+	}
+	switch promoted := promotionCause(st, p, a, h); {
+	case promoted != "":
+		tr.Cause = promoted
+	case len(hits) > 0:
+		tr.Cause = fmt.Sprintf("%s hit %s between the two acquires, so its token counter went back", strings.Join(hits, ", "), strings.Join(h.nodes(), " "))
+	default:
+		tr.Cause = "no fault hit " + strings.Join(h.nodes(), " ") + " in between: the lock itself handed out a lower token"
+	}
+	tr.Description = fmt.Sprintf("key %s: p%d got token %d at %s after p%d had got token %d at %s; %s",
+		k, h.Process, h.Token, FormatTime(h.Start), a.Process, a.Token, FormatTime(a.Start), tr.Cause)
+	return tr
 }
 
 // sameLeaseAgain reports whether h is the lease a granted again to its own holder, which had not

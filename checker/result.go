@@ -86,7 +86,7 @@ type Result struct {
 	info      porcupine.LinearizationInfo
 	visNote   string
 	visualize bool
-	pairs     []pair // the listed violations, for annotations
+	pairs     []listedPair // the listed violations' holds, for culprits and annotations
 	// lateWhileHeld counts the late releases that are culprits (another client held the key).
 	lateWhileHeld int
 }

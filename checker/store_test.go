@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -144,28 +145,43 @@ func withMutexPlan(evs []history.Event) ([]history.Event, bool) {
 }
 
 // checkFolded checks evs, led by a mutex plan, whole and streamed with a fold looked for after
-// every `every` grants, and fails unless both give the same result (see checkStreamed). It returns
-// how many holds the streamed check folded.
-func checkFolded(t *testing.T, evs []history.Event, opts Options, every int) int {
+// every `every` grants, and fails unless both give the same result and page (see checkStreamed).
+// The visualization draws opts.MaxVisualizedOps operations (1 if unset: none), so folding is
+// allowed. It returns how many holds the streamed check folded, and whether a fold took in a
+// finding (an overlap or a fencing token that went back).
+func checkFolded(t *testing.T, evs []history.Event, opts Options, every int) (folded int, finding bool) {
 	t.Helper()
 	evs, ok := withMutexPlan(evs)
 	if !ok {
-		return 0
+		return 0, false
 	}
-	opts.foldEvery, opts.MaxVisualizedOps = every, 1
+	opts.foldEvery = every
+	if opts.MaxVisualizedOps == 0 {
+		opts.MaxVisualizedOps = 1
+	}
 	buf, l := jsonLines(t, evs)
 	whole, werr := CheckLog(l, opts)
-	streamed, folded, serr := checkSource(history.NewScanner(buf), opts)
+	streamed, fs, serr := checkSource(history.NewScanner(buf), opts)
 	if (werr == nil) != (serr == nil) || werr != nil && werr.Error() != serr.Error() {
 		t.Fatalf("folding check says %v, the whole history %v", serr, werr)
 	}
 	if werr != nil {
-		return 0
+		return 0, false
 	}
 	if a, b := resultText(t, whole), resultText(t, streamed); a != b {
-		t.Fatalf("folding check (%d holds folded) differs from the whole history's: %s", folded, firstDifference(b, a))
+		t.Fatalf("folding check (%d holds folded) differs from the whole history's: %s", fs.holdCount(), firstDifference(b, a))
 	}
-	return folded
+	var wp, sp bytes.Buffer
+	if err := whole.Visualize(&wp); err != nil {
+		t.Fatal(err)
+	}
+	if err := streamed.Visualize(&sp); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := drawnPage(wp.String()), drawnPage(sp.String()); a != b {
+		t.Fatalf("folding check (%d holds folded) draws another page than the whole history's: %s", fs.holdCount(), firstDifference(b, a))
+	}
+	return fs.holdCount(), fs != nil && (fs.findings.violations > 0 || fs.findings.regressions > 0)
 }
 
 // Folding (fold.go) keeps every field of the result, on random histories of every kind, folded as
@@ -188,7 +204,7 @@ func TestFoldingKeepsTheResult(t *testing.T) {
 	for _, k := range kinds {
 		var hists, folding, folded int
 		for range 50 {
-			n := checkFolded(t, k.gen(), Options{}, 1)
+			n, _ := checkFolded(t, k.gen(), Options{}, 1)
 			hists++
 			if n > 0 {
 				folding++
@@ -199,6 +215,62 @@ func TestFoldingKeepsTheResult(t *testing.T) {
 		if folding < hists/k.least {
 			t.Errorf("%s: only %d of %d histories folded any hold: the test shows little", k.name, folding, hists)
 		}
+	}
+}
+
+// tokensReset moves the fencing tokens granted in a random stretch of evs down, as a token counter
+// that lost its state hands out: a run of acquires whose tokens go back, across many folds.
+func tokensReset(evs []history.Event, rng *rand.Rand) []history.Event {
+	from := rng.Intn(len(evs)/2 + 1)
+	to := from + rng.Intn(len(evs)-from)
+	drop := int64(5 + rng.Intn(40))
+	for i := from; i < to; i++ {
+		if evs[i].Token > drop {
+			evs[i].Token -= drop
+		}
+	}
+	return evs
+}
+
+// partialLinearizations are what porcupine's page shows of the longest partial linearizations it
+// found, which vary from one search to the next (the same history checked twice), where it records
+// them from several goroutines.
+var partialLinearizations = regexp.MustCompile(`"PartialLinearizations":.*?\]\],"Largest":\{[^}]*\}`)
+
+// drawnPage is a porcupine page without its partial linearizations: the operations, partitions and
+// annotations it draws.
+func drawnPage(page string) string {
+	return partialLinearizations.ReplaceAllString(page, "")
+}
+
+// Folding goes on past a finding (foldfindings.go): a run that broke the lock early keeps its
+// memory flat too, and still gives the whole history's result and page, with the listed findings cut
+// at every limit and the page drawing some of the failed segments and not others.
+func TestFoldingPastFindingsKeepsTheResult(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewSource(31))
+	gens := []func() []history.Event{
+		func() []history.Event { return randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(3), 50+rng.Intn(300)) },
+		func() []history.Event {
+			return fewValues(randomHistory(rng, 2+rng.Intn(4), 1+rng.Intn(2), 50+rng.Intn(300)))
+		},
+		func() []history.Event { return reentrantHistory(rng) },
+		func() []history.Event {
+			return tokensReset(Generate(rng.Int63(), 400+rng.Intn(800), 1+rng.Intn(3)), rng)
+		},
+	}
+	var hists, withFinding int
+	for i := range 240 {
+		opts := Options{MaxViolations: 1 + rng.Intn(4), MaxVisualizedOps: []int{1, 12, 40, 200}[i/len(gens)%4]}
+		_, found := checkFolded(t, gens[i%len(gens)](), opts, 1+rng.Intn(3))
+		hists++
+		if found {
+			withFinding++
+		}
+	}
+	t.Logf("%d of %d histories folded a finding", withFinding, hists)
+	if withFinding < hists/4 {
+		t.Errorf("only %d of %d histories folded a finding: the test shows little", withFinding, hists)
 	}
 }
 

@@ -77,7 +77,7 @@ func sweep(holds []hold, ids []int32, visit func(pair)) {
 
 // explain turns an overlapping pair into a Violation with the nemesis events around it.
 func explain(st *store, p *parsed, pr pair) Violation {
-	a, b := &p.holds[pr.a], &p.holds[pr.b]
+	a, b := p.at(pr.a), p.at(pr.b)
 	v := Violation{Key: a.key, A: a.info(), B: b.info()}
 	v.OverlapStart = max(a.Start, b.Start)
 	v.OverlapEnd = min(a.End, b.End)

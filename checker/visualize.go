@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,66 +14,64 @@ import (
 )
 
 // prepareVisualization runs porcupine once more, verbosely, on the segments worth drawing, and keeps
-// the linearization info and model in r (step 7). On a small history that is every segment; on a
+// the linearization info and model in r (step 8). On a small history that is every segment; on a
 // large one (porcupine's page becomes unusable) only the segments that failed or hold a violation,
-// up to maxOps operations.
-func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs []segment, segOf []int32, fs *foldSums, maxOps int, budget time.Duration) {
-	// Folded segments were all ok, and folding left more operations than maxOps: none is drawn.
+// in order of their start while they fit in maxOps operations: the folds (fold.go) chose among
+// theirs, and the unfolded segs come after them.
+func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, budget time.Duration) {
+	fs := p.folded
 	total := fs.opCount()
 	for i := range segs {
 		total += segs[i].ops()
 	}
-	var chosen []int
+	var chosen []segment // by absolute hold id
+	drawnLive := map[int]bool{}
 	if total <= maxOps {
+		// Folding needs more operations than maxOps: nothing was folded.
 		for i := range segs {
-			chosen = append(chosen, i)
+			chosen = append(chosen, absoluteSegment(segs[i], p.base))
+			drawnLive[i] = true
 		}
 	} else {
-		shown, skipped := 0, 0
-		for i := range segs {
-			s := &segs[i]
-			if s.result != segIllegal && s.violations == 0 {
-				continue
-			}
-			if shown+s.ops() > maxOps {
-				skipped++
-				continue
-			}
-			shown += s.ops()
-			chosen = append(chosen, i)
+		var fd foldedFindings
+		if fs != nil {
+			fd = fs.findings
+		}
+		chosen = slices.Clone(fd.drawn)
+		var order []int
+		order, drawnLive = fd.chooseDrawn(p.holds, segs, maxOps)
+		for _, si := range order {
+			chosen = append(chosen, absoluteSegment(segs[si], p.base))
 		}
 		r.visNote = fmt.Sprintf("the history has %d porcupine operations (more than %d), so the visualization shows only the %d segments that failed or contain a violation", total, maxOps, len(chosen))
-		if skipped > 0 {
-			r.visNote += fmt.Sprintf(" (%d more such segments did not fit)", skipped)
+		if fd.skipped > 0 {
+			r.visNote += fmt.Sprintf(" (%d more such segments did not fit)", fd.skipped)
 		}
 		r.Notes = append(r.Notes, r.visNote)
 	}
 
+	holds, chosen := drawnHolds(p, chosen)
 	var ops []porcupine.Operation
 	lens := make([]int, len(chosen))
 	lo, hi := int64(Never), int64(0)
-	for i, si := range chosen {
+	for i := range chosen {
 		n := len(ops)
-		ops = segmentOps(holds, &segs[si], ops)
+		ops = segmentOps(holds, &chosen[i], ops)
 		lens[i] = len(ops) - n
-		for _, id := range segs[si].holds {
+		for _, id := range chosen[i].holds {
 			lo, hi = min(lo, holds[id].Invoke), max(hi, holds[id].End)
 		}
-		if c := segs[si].carry; c != free {
-			lo, hi = min(lo, segs[si].in), max(hi, holds[c].End)
+		if c := chosen[i].carry; c != free {
+			lo, hi = min(lo, chosen[i].in), max(hi, holds[c].End)
 		}
 	}
-	vm := model
+	vm := lockModel(holds)
 	vm.Partition = partitionInto(lens)
 	var info porcupine.LinearizationInfo
 	if len(ops) > 0 {
 		_, info = porcupine.CheckOperationsVerbose(vm, ops, budget)
 	}
 
-	chosenSet := make(map[int]bool, len(chosen))
-	for _, si := range chosen {
-		chosenSet[si] = true
-	}
 	var notes []porcupine.Annotation
 	for _, f := range r.Faults {
 		if len(chosen) < len(segs)+fs.segCount() && (f.End < lo || f.Start > hi) {
@@ -87,11 +86,11 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 			BackgroundColor: "#fde68a",
 		})
 	}
-	for _, v := range r.pairs {
-		if !chosenSet[int(segmentOfPair(holds, segOf, v))] {
+	for _, lp := range r.pairs {
+		if lp.seg >= 0 && !drawnLive[int(lp.seg)] || lp.seg < 0 && !lp.drawn {
 			continue
 		}
-		a, b := &holds[v.a], &holds[v.b]
+		a, b := p.at(lp.a), p.at(lp.b)
 		notes = append(notes, porcupine.Annotation{
 			Tag:             "violations",
 			Start:           max(a.Start, b.Start),
@@ -110,6 +109,35 @@ func (r *Result) prepareVisualization(model porcupine.Model, holds []hold, segs 
 	}
 	info.AddAnnotations(notes)
 	r.model, r.info, r.visualize = vm, info, true
+}
+
+// drawnHolds are the holds of the chosen segments, as they are now, with the segments renumbered
+// into them: the model the page is drawn with keeps these, not every hold of the run.
+func drawnHolds(p *parsed, chosen []segment) ([]hold, []segment) {
+	var holds []hold
+	index := map[int32]int32{}
+	local := func(id int32) int32 {
+		if id == free {
+			return free
+		}
+		i, ok := index[id]
+		if !ok {
+			i = int32(len(holds))
+			index[id] = i
+			holds = append(holds, *p.at(id))
+		}
+		return i
+	}
+	out := make([]segment, len(chosen))
+	for i, s := range chosen {
+		ids := make([]int32, len(s.holds))
+		for j, id := range s.holds {
+			ids[j] = local(id)
+		}
+		s.holds, s.carry, s.cut = ids, local(s.carry), local(s.cut)
+		out[i] = s
+	}
+	return holds, out
 }
 
 // Visualize writes porcupine's HTML visualization of the checked holds, with fault windows and
