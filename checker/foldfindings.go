@@ -57,7 +57,7 @@ func newFoldedFindings() foldedFindings {
 // whose segments checkSegments decided (out): before absorb and foldCulprits, since the culprits
 // and the token walk read what those move on.
 func (pr *parser) foldFindings(F []hold, keys []string, byKey map[string][]int32, segs []segment, out porcupineOutcome) {
-	p, fs := pr.p, pr.p.folded
+	fs := pr.p.folded
 	fd := &fs.findings
 	limit := pr.folding.opts.MaxViolations
 	fd.timedOut += out.timedOut
@@ -68,6 +68,29 @@ func (pr *parser) foldFindings(F []hold, keys []string, byKey map[string][]int32
 	case porcupine.Unknown:
 		fd.unknown = true
 	}
+	pr.foldOverlaps(F, keys, byKey, segs, limit)
+	within := map[string]int{}
+	for i := range segs {
+		s := &segs[i]
+		k := s.key(F)
+		index := fs.segsByKey[k] + within[k]
+		within[k]++
+		if s.result == segUnknown {
+			fd.left++
+		} else if (s.result == segIllegal) != (s.violations > 0) {
+			fd.disagreements = append(fd.disagreements, disagreement{key: k, index: index, result: s.result, violations: s.violations})
+		}
+	}
+	pr.foldRegressions(F, limit)
+	pr.foldDrawn(F, segs)
+	keyMajor(fd.pairs, limit)
+	keyMajor(fd.regressed, limit)
+}
+
+// foldOverlaps sweeps F's keys as step 3 does: it counts the overlaps in their segments and lists
+// the first of each key, each with the culprit the operations around it name now.
+func (pr *parser) foldOverlaps(F []hold, keys []string, byKey map[string][]int32, segs []segment, limit int) {
+	p, fd := pr.p, &pr.p.folded.findings
 	segOf := make([]int32, len(F))
 	for i := range segs {
 		for _, id := range segs[i].holds {
@@ -86,33 +109,23 @@ func (pr *parser) foldFindings(F []hold, keys []string, byKey map[string][]int32
 			}
 		})
 	}
-	within := map[string]int{}
-	for i := range segs {
-		s := &segs[i]
-		k := s.key(F)
-		index := fs.segsByKey[k] + within[k]
-		within[k]++
-		if s.result == segUnknown {
-			fd.left++
-		} else if (s.result == segIllegal) != (s.violations > 0) {
-			fd.disagreements = append(fd.disagreements, disagreement{key: k, index: index, result: s.result, violations: s.violations})
-		}
-	}
-	pr.foldRegressions(F, limit)
+}
+
+// foldDrawn chooses the segments of F the page draws, and marks the pairs F listed (their seg is
+// still F's) drawn or not.
+func (pr *parser) foldDrawn(F []hold, segs []segment) {
+	p, fd := pr.p, &pr.p.folded.findings
 	order, drawn := fd.chooseDrawn(F, segs, pr.folding.opts.MaxVisualizedOps)
-	for k, lps := range fd.pairs {
+	for _, lps := range fd.pairs {
 		for i := range lps {
 			if lps[i].seg >= 0 {
 				lps[i].drawn, lps[i].seg = drawn[int(lps[i].seg)], -1
 			}
 		}
-		fd.pairs[k] = lps
 	}
 	for _, si := range order {
 		fd.drawn = append(fd.drawn, absoluteSegment(segs[si], p.base))
 	}
-	keyMajor(fd.pairs, limit)
-	keyMajor(fd.regressed, limit)
 }
 
 // foldRegressions walks F's fencing tokens as tokenRegressions walks the whole history's, from the

@@ -11,7 +11,9 @@
 # noisy machine. Each figure is the median of REPS runs (default 3): wall seconds, CPU seconds
 # (user+sys), peak RSS. The verdict hash is of the output (file) or of summary.txt and results.json
 # (dir), timing lines and the directory's name left out: it must be the same for both binaries.
-# SIZES overrides the sizes, e.g. SIZES="100000 1000000"; REPS the repetitions.
+# SIZES overrides the sizes, e.g. SIZES="100000 1000000"; REPS the repetitions. OVERLAPS=N makes
+# the history invalid all through: after every N events, an acquire refused as held is granted
+# (genhistory -overlaps), so the check folds past findings (checker/foldfindings.go).
 set -euo pipefail
 after=${1:?usage: bench-check.sh LOCKPICK [BEFORE]}
 before=${2:-}
@@ -60,7 +62,7 @@ config='{"name": "bench", "lock": "single", "nemesis": "restart", "workload": "m
 
 printf "%-9s %-5s %-7s %9s %9s %9s %5s %s\n" ops check binary wall-s cpu-s peak-MiB exit verdict-sha
 for n in $sizes; do
-	"$tmp/genhistory" -ops "$n" -o "$tmp/h.jsonl"
+	"$tmp/genhistory" -ops "$n" -overlaps "${OVERLAPS:-0}" -o "$tmp/h.jsonl"
 	mib=$(($(stat -c %s "$tmp/h.jsonl") >> 20))
 	bins=(after)
 	[ -n "$before" ] && bins=(before after)
