@@ -187,7 +187,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	fs := p.folded
 	r.Segments = len(segs) + fs.segCount()
 	porcStart := time.Now()
-	out := fs.withPorcupine(checkSegments(model, p.holds, segs, timeout, opts.alwaysPorcupine))
+	out := fs.withPorcupine(checkSegments(model, p.holds, segs, p.porcupineLeft(timeout), opts.alwaysPorcupine))
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, r.Segments))

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
 )
@@ -153,7 +154,9 @@ func (pr *parser) fold() {
 	if ops+p.folded.opCount() <= opts.MaxVisualizedOps {
 		return // the visualization would show every segment: it needs them all
 	}
-	out := checkSegments(lockModel(F), F, segs, max(opts.Timeout, 0), opts.alwaysPorcupine)
+	began := time.Now()
+	out := checkSegments(lockModel(F), F, segs, p.porcupineLeft(opts.Timeout), opts.alwaysPorcupine)
+	p.porcupineUsed += time.Since(began)
 	if p.folded == nil {
 		p.folded = newFoldSums()
 		if pl := pr.st.at(0).Plan; pl != nil {
@@ -588,4 +591,13 @@ func (pr *parser) foldStart(opts Options) {
 		every = foldEvery
 	}
 	pr.folding = folding{every: every, next: every, opts: opts}
+}
+
+// porcupineLeft is the time porcupine has left, as checkSegments takes it (0: no limit): what the
+// folds before left of timeout, at least a nanosecond.
+func (p *parsed) porcupineLeft(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		return 0
+	}
+	return max(timeout-p.porcupineUsed, 1)
 }

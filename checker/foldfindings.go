@@ -190,11 +190,14 @@ func walkRegressions(holds []hold, ids []int32, best *hold, bestID int32, prev *
 // order, and as a set.
 func (fd *foldedFindings) chooseDrawn(holds []hold, segs []segment, maxOps int) (order []int, drawn map[int]bool) {
 	drawn = map[int]bool{}
-	for _, si := range byStart(holds, segs) {
-		s := &segs[si]
-		if s.result != segIllegal && s.violations == 0 {
-			continue
+	var failed []int
+	for i := range segs {
+		if segs[i].result == segIllegal || segs[i].violations > 0 {
+			failed = append(failed, i)
 		}
+	}
+	for _, si := range byStart(holds, segs, failed) {
+		s := &segs[si]
 		if fd.shownOps+s.ops() > maxOps {
 			fd.skipped++
 			continue
@@ -206,16 +209,14 @@ func (fd *foldedFindings) chooseDrawn(holds []hold, segs []segment, maxOps int) 
 	return order, drawn
 }
 
-// byStart is the indexes of segs in order of their start, in their order among equals.
-func byStart(holds []hold, segs []segment) []int {
-	order := make([]int, len(segs))
-	starts := make([]int64, len(segs))
-	for i := range segs {
-		order[i] = i
+// byStart is the indexes ids of segs in order of their segments' start, in their order among equals.
+func byStart(holds []hold, segs []segment, ids []int) []int {
+	starts := make(map[int]int64, len(ids))
+	for _, i := range ids {
 		starts[i] = segStart(holds, &segs[i])
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(starts[a], starts[b]) })
-	return order
+	slices.SortStableFunc(ids, func(a, b int) int { return cmp.Compare(starts[a], starts[b]) })
+	return ids
 }
 
 // segStart is when a segment begins: its carried hold's cut, or its first acquire's invoke.

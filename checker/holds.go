@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockpick-dev/lockpick/history"
 	"github.com/lockpick-dev/lockpick/internal/proctable"
@@ -127,6 +128,9 @@ type parsed struct {
 	live map[string]*keyLive
 	// cul is what the culprit findings and the edge evidence need (see culprits).
 	cul *culprits
+	// porcupineUsed is the time porcupine took at the folds: the end has what is left of
+	// Options.Timeout, which bounds porcupine over all segments.
+	porcupineUsed time.Duration
 }
 
 // at is hold id: a hold not yet folded, or a folded one the stream still refers to.

@@ -24,25 +24,22 @@ func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, bud
 	for i := range segs {
 		total += segs[i].ops()
 	}
-	var chosen []segment // by absolute hold id
-	drawnLive := map[int]bool{}
-	if total <= maxOps {
-		// Folding needs more operations than maxOps: nothing was folded.
-		for i := range segs {
-			chosen = append(chosen, absoluteSegment(segs[i], p.base))
-			drawnLive[i] = true
-		}
-	} else {
+	// Every segment, of the holds as they are: folding needs more operations than maxOps, so
+	// nothing was folded.
+	holds, chosen := p.holds, segs
+	var drawnLive map[int]bool // nil: every segment
+	if total > maxOps {
 		var fd foldedFindings
 		if fs != nil {
 			fd = fs.findings
 		}
-		chosen = slices.Clone(fd.drawn)
+		drawn := slices.Clone(fd.drawn) // by absolute hold id
 		var order []int
 		order, drawnLive = fd.chooseDrawn(p.holds, segs, maxOps)
 		for _, si := range order {
-			chosen = append(chosen, absoluteSegment(segs[si], p.base))
+			drawn = append(drawn, absoluteSegment(segs[si], p.base))
 		}
+		holds, chosen = drawnHolds(p, drawn)
 		r.visNote = fmt.Sprintf("the history has %d porcupine operations (more than %d), so the visualization shows only the %d segments that failed or contain a violation", total, maxOps, len(chosen))
 		if fd.skipped > 0 {
 			r.visNote += fmt.Sprintf(" (%d more such segments did not fit)", fd.skipped)
@@ -50,7 +47,6 @@ func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, bud
 		r.Notes = append(r.Notes, r.visNote)
 	}
 
-	holds, chosen := drawnHolds(p, chosen)
 	var ops []porcupine.Operation
 	lens := make([]int, len(chosen))
 	lo, hi := int64(Never), int64(0)
@@ -87,7 +83,7 @@ func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, bud
 		})
 	}
 	for _, lp := range r.pairs {
-		if lp.seg >= 0 && !drawnLive[int(lp.seg)] || lp.seg < 0 && !lp.drawn {
+		if lp.seg >= 0 && drawnLive != nil && !drawnLive[int(lp.seg)] || lp.seg < 0 && !lp.drawn {
 			continue
 		}
 		a, b := p.at(lp.a), p.at(lp.b)
@@ -111,8 +107,9 @@ func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, bud
 	r.model, r.info, r.visualize = vm, info, true
 }
 
-// drawnHolds are the holds of the chosen segments, as they are now, with the segments renumbered
-// into them: the model the page is drawn with keeps these, not every hold of the run.
+// drawnHolds are the holds of the chosen segments (by absolute id), as they are now, with the
+// segments renumbered into them: the model the page is drawn with keeps these, not every hold of
+// the run.
 func drawnHolds(p *parsed, chosen []segment) ([]hold, []segment) {
 	var holds []hold
 	index := map[int32]int32{}
