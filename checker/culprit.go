@@ -373,8 +373,7 @@ func (r *Result) nameCulprits(p *parsed, limit int) {
 		if !r.faultFree(v) {
 			continue
 		}
-		lp := r.pairs[i]
-		if what := c.culpritOf(p, &shared, lp.a, lp.b, lp.culprit, lp.seg < 0); what != "" {
+		if what := c.culpritOf(p, &shared, r.pairs[i]); what != "" {
 			v.Culprit = what
 			v.Cause = strings.TrimSuffix(what+"; "+v.Cause, "; ")
 		}
@@ -519,16 +518,16 @@ func compareKeyValue(a, b *hold) int {
 // process's operation removed it (a late release, a release of the first holder's value, a
 // release of a lock it did not hold, a late extend), or the first holder's promise outlived its
 // key (an acquire that came back ok after its own timed-out attempt, a deadline further than the
-// TTL asked for, a value granted to others too). now is what culpritNow found, if it was asked
-// before (a folded pair, at its fold).
-func (c *culprits) culpritOf(p *parsed, sh *shared, a, b int32, now string, asked bool) string {
-	if !asked {
-		now = c.culpritNow(p, a, b)
+// TTL asked for, a value granted to others too). A folded pair was asked culpritNow at its fold.
+func (c *culprits) culpritOf(p *parsed, sh *shared, lp listedPair) string {
+	now := lp.culprit
+	if lp.seg >= 0 {
+		now = c.culpritNow(p, lp.a, lp.b)
 	}
 	if now != "" {
 		return now
 	}
-	first, _ := c.ordered(p, a, b)
+	first, _ := c.ordered(p, lp.a, lp.b)
 	return sharedValue(first, sh)
 }
 
