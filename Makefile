@@ -124,7 +124,9 @@ docs-commands: deps
 # wall time, CPU (user+sys) and peak RSS, medians of BENCH_REPS, with a hash of the verdict
 # (scripts/bench-check.sh). BEFORE=path/to/old/lockpick adds its figures on the same files, run
 # alternately with $(BIN); BENCH_SIZES="100000 1000000" skips the 10M history (about 2.2 GB in
-# $$TMPDIR). Then the end of a run at the ceiling of BENCH_END long (scripts/bench-end.sh: recovery
+# $$TMPDIR). Then the same at BENCH_INVALID_SIZES on a history invalid all through (an overlap
+# every 100,000 events: a broken lock's run, which the check folds past its findings). Then the end
+# of a run at the ceiling of BENCH_END long (scripts/bench-end.sh: recovery
 # end to exit, CPU, peak RSS, beside BEFORE's). Last, the harness at the ceiling (no think time, no
 # holds) beside a bare go-redis loop on the same kind of nodes, for single and Redlock, with and
 # without links, and beside BEFORE's: the same benchmark compiled from the commit BEFORE was built
@@ -133,9 +135,11 @@ BEFORE      ?=
 BENCH_SIZES ?= 100000 1000000 10000000
 BENCH_REPS  ?= 3
 BENCH_END   ?= 60s
+BENCH_INVALID_SIZES ?= 1000000
 bench: build
 	$(GO) test ./checker -run '^$$' -bench . -benchtime 1x -benchmem
 	SIZES="$(BENCH_SIZES)" REPS="$(BENCH_REPS)" scripts/bench-check.sh $(BIN) $(BEFORE)
+	SIZES="$(BENCH_INVALID_SIZES)" REPS="$(BENCH_REPS)" OVERLAPS=100000 scripts/bench-check.sh $(BIN) $(BEFORE)
 	END_TIME="$(BENCH_END)" scripts/bench-end.sh $(BIN) $(BEFORE)
 	scripts/bench-protocol.sh $(BIN)
 	GO=$(GO) scripts/bench-ceiling.sh $(BEFORE)
