@@ -60,6 +60,9 @@ down() {
 	rm -rf "$DIR"
 }
 
+# The hosts share this machine's /root. HOME is a directory of each host's own: root's .bashrc here
+# may run `pyenv init`, whose rehash takes a lock that a session killed mid-way (as the tests that
+# kill a run do) leaves behind, and every later ssh command then waits 60 s for it.
 sshd_config() {
 	local ns=$1 a=$2
 	cat <<EOF
@@ -73,6 +76,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 Subsystem sftp internal-sftp
+SetEnv HOME=$DIR/$ns/home
 EOF
 }
 
@@ -97,7 +101,7 @@ up() {
 		ip -n "$ns" addr add "$a/24" dev eth0
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" link set lo up
-		mkdir -p "$DIR/$ns"
+		mkdir -p "$DIR/$ns/home"
 		ssh-keygen -q -t ed25519 -N '' -C "$ns" -f "$DIR/$ns/host_ed25519"
 		sshd_config "$ns" "$a" >"$DIR/$ns/sshd_config"
 		ip netns exec "$ns" /usr/sbin/sshd -f "$DIR/$ns/sshd_config" -E "$DIR/$ns/sshd.log"

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -251,19 +252,37 @@ func TestSSHRunLeavesNothing(t *testing.T) {
 
 // startUntilCut starts lockpick with args and returns once a cut rule is on a host (waitForCut),
 // with its combined output.
-func startUntilCut(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.Buffer) {
+func startUntilCut(t *testing.T, bin string, args []string) (*exec.Cmd, *lockedOutput) {
 	t.Helper()
 	cmd, out := startLockpick(t, bin, args)
 	waitForCut(t, out)
 	return cmd, out
 }
 
+// lockedOutput is a running process's combined output, which a test may read while it writes.
+type lockedOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *lockedOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *lockedOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
 // startLockpick starts lockpick with args, its output combined into the buffer it returns; the
 // process is killed when the test ends if it is still running.
-func startLockpick(t *testing.T, bin string, args []string) (*exec.Cmd, *bytes.Buffer) {
+func startLockpick(t *testing.T, bin string, args []string) (*exec.Cmd, *lockedOutput) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	out := &bytes.Buffer{}
+	out := &lockedOutput{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -283,7 +302,7 @@ func cleanHosts(t *testing.T, bin string, hosts sshHosts) []byte {
 }
 
 // waitForCut waits until the run's log of progress shows the nodes up and a cut rule is on a host.
-func waitForCut(t *testing.T, out *bytes.Buffer) {
+func waitForCut(t *testing.T, out *lockedOutput) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
