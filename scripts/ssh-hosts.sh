@@ -101,6 +101,9 @@ up() {
 		ip -n "$ns" addr add "$a/24" dev eth0
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" link set lo up
+		# The hosts share this machine's /tmp too: what a run there left under a host's address
+		# (systems.SSHBaseDir) belongs to an earlier incarnation of it, which a test cut short.
+		rm -rf "/tmp/lockpick-ssh/$a"
 		mkdir -p "$DIR/$ns/home"
 		ssh-keygen -q -t ed25519 -N '' -C "$ns" -f "$DIR/$ns/host_ed25519"
 		sshd_config "$ns" "$a" >"$DIR/$ns/sshd_config"
