@@ -187,7 +187,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 	fs := p.folded
 	r.Segments = len(segs) + fs.segCount()
 	porcStart := time.Now()
-	out := fs.withPorcupine(checkSegments(model, p.holds, segs, p.porcupineLeft(timeout), opts.alwaysPorcupine))
+	out := fs.found().withPorcupine(checkSegments(model, p.holds, segs, p.porcupineLeft(timeout), opts.alwaysPorcupine))
 	r.Porcupine = porcupineWord(out.result)
 	if out.timedOut > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("porcupine ran out of time (%s) on %d of %d segments; the interval sweep decided them alone", opts.Timeout, out.timedOut, r.Segments))
@@ -203,8 +203,8 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 			segOf[id] = int32(i)
 		}
 	}
-	firstOverlap := fs.firstOverlap()
-	r.ViolationCount = fs.violationCount()
+	firstOverlap := fs.found().firstOverlap
+	r.ViolationCount = fs.found().violations
 	live := map[string][]listedPair{}
 	for _, k := range keys {
 		sweep(p.holds, byKey[k], func(pr pair) {
@@ -217,7 +217,7 @@ func finish(st *store, run runInfo, p *parsed, truncated int, opts Options, spli
 			}
 		})
 	}
-	r.pairs = listed(fs.foldedPairs(), live, opts.MaxViolations)
+	r.pairs = listed(fs.found().pairs, live, opts.MaxViolations)
 	for _, lp := range r.pairs {
 		r.Violations = append(r.Violations, explain(st, p, lp.pair))
 	}

@@ -13,11 +13,10 @@ import (
 // Folding keeps a streamed check's memory from growing with the run (issue 28). Every foldEvery
 // grants, the parser looks for a cut: an instant before which a prefix of the holds (by id) all
 // ended, and after which every other hold, and every operation still in flight, was invoked. Such a
-// prefix is decided on the spot, by every step that reads holds after the stream, and if it shows
-// nothing (every segment ok, no overlap, no fencing token that failed to go up) it is folded: its
+// prefix is decided on the spot, by every step that reads holds after the stream, and folded: its
 // holds are dropped, and what they add to the result is kept as counts and sums (foldSums), the
-// same figures the steps would have computed from them at the end. A prefix that shows a finding
-// is kept whole, and folding stops there: the findings need their holds.
+// same figures the steps would have computed from them at the end. Its findings are decided then
+// too, and only the holds they list are kept (foldfindings.go).
 //
 // Why the cut makes this exact: no hold after it can overlap, share a segment with, or follow in
 // fencing order a hold before it (segmentsOf cuts at such a quiet point on every key), so those

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sort"
 
@@ -250,7 +251,7 @@ func absoluteSegment(s segment, base int32) segment {
 // keyMajor cuts per-key lists where, read key by key, they pass limit.
 func keyMajor[T any](lists map[string][]T, limit int) {
 	n := 0
-	for _, k := range sortedKeys(lists) {
+	for _, k := range slices.Sorted(maps.Keys(lists)) {
 		l := lists[k][:min(len(lists[k]), max(limit-n, 0))]
 		n += len(l)
 		if len(l) == 0 {
@@ -259,16 +260,6 @@ func keyMajor[T any](lists map[string][]T, limit int) {
 			lists[k] = slices.Clip(l)
 		}
 	}
-}
-
-// sortedKeys are m's keys in order.
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // keptIDs are the folded holds the listed findings name: the pairs', the regressions' and the drawn
@@ -299,14 +290,17 @@ func (fd *foldedFindings) keptIDs() map[int32]struct{} {
 	return ids
 }
 
-// The folded findings as the steps after the stream take them; each works on a nil *foldSums too.
+// found is what the folds found (none for a nil *foldSums): what the steps after the stream take.
+func (s *foldSums) found() *foldedFindings {
+	if s == nil {
+		nothing := newFoldedFindings()
+		return &nothing
+	}
+	return &s.findings
+}
 
 // withPorcupine is porcupine's outcome over the folded segments and the others (out).
-func (s *foldSums) withPorcupine(out porcupineOutcome) porcupineOutcome {
-	if s == nil {
-		return out
-	}
-	fd := &s.findings
+func (fd *foldedFindings) withPorcupine(out porcupineOutcome) porcupineOutcome {
 	out.timedOut += fd.timedOut
 	out.tooLarge += fd.tooLarge
 	switch {
@@ -316,21 +310,6 @@ func (s *foldSums) withPorcupine(out porcupineOutcome) porcupineOutcome {
 		out.result = porcupine.Unknown
 	}
 	return out
-}
-
-// violationCount and firstOverlap are the folded pairs' count and earliest overlap (Never).
-func (s *foldSums) violationCount() int {
-	if s == nil {
-		return 0
-	}
-	return s.findings.violations
-}
-
-func (s *foldSums) firstOverlap() int64 {
-	if s == nil {
-		return Never
-	}
-	return s.findings.firstOverlap
 }
 
 // listed merges per-key lists, the folded ones (folded) before the others (live) in each key, key
@@ -344,40 +323,12 @@ func listed[T any](folded, live map[string][]T, limit int) []T {
 		all[k] = true
 	}
 	var out []T
-	for _, k := range sortedKeys(all) {
+	for _, k := range slices.Sorted(maps.Keys(all)) {
 		for _, l := range [][]T{folded[k], live[k]} {
 			out = append(out, l[:min(len(l), limit-len(out))]...)
 		}
 	}
 	return out
-}
-
-// foldedPairs and foldedRegressed are the folded lists (nil for none).
-func (s *foldSums) foldedPairs() map[string][]listedPair {
-	if s == nil {
-		return nil
-	}
-	return s.findings.pairs
-}
-
-func (s *foldSums) foldedRegressed() (map[string][]pair, int) {
-	if s == nil {
-		return nil, 0
-	}
-	return s.findings.regressed, s.findings.regressions
-}
-
-// regressing is whether key k's last folded acquire went back.
-func (s *foldSums) regressing(k string) bool {
-	return s != nil && s.findings.regressing[k]
-}
-
-// undecided is how many folded segments porcupine left undecided.
-func (s *foldSums) undecided() int {
-	if s == nil {
-		return 0
-	}
-	return s.findings.left
 }
 
 // disagreements are the folded segments' disagreements, each with its place among every segment:

@@ -334,7 +334,7 @@ func decide(holds []hold, segs []segment, fs *foldSums, out porcupineOutcome, ov
 	if overlaps > 0 {
 		v = Invalid
 	}
-	left := fs.undecided()
+	left := fs.found().left
 	var found []disagreement
 	for i := range segs {
 		s := &segs[i]

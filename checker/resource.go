@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -606,11 +607,11 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 	}
 	type regression struct{ a, h *hold }
 	live := map[string][]regression{}
-	for _, k := range sortedKeys(byKey) {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		// The completed acquire with the highest token so far: a folded one (fold.go) to start
 		// with, and whether the last folded acquire went back too.
 		best, _ := p.folded.tokenBest(k, p)
-		prev := p.folded.regressing(k)
+		prev := p.folded.found().regressing[k]
 		walkRegressions(p.holds, byKey[k], best, 0, &prev, func(_ int32, a *hold, h int32, first bool) {
 			count++
 			if first && len(live[k]) < max {
@@ -618,10 +619,10 @@ func tokenRegressions(st *store, p *parsed, max int) (count int, out []TokenRegr
 			}
 		})
 	}
-	regressed, n := p.folded.foldedRegressed()
-	count += n
+	fd := p.folded.found()
+	count += fd.regressions
 	folded := map[string][]regression{}
-	for k, prs := range regressed {
+	for k, prs := range fd.regressed {
 		for _, pa := range prs {
 			folded[k] = append(folded[k], regression{p.at(pa.a), p.at(pa.b)})
 		}

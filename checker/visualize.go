@@ -29,10 +29,7 @@ func (r *Result) prepareVisualization(p *parsed, segs []segment, maxOps int, bud
 	holds, chosen := p.holds, segs
 	var drawnLive map[int]bool // nil: every segment
 	if total > maxOps {
-		var fd foldedFindings
-		if fs != nil {
-			fd = fs.findings
-		}
+		fd := *fs.found()               // a copy: the choice goes on from the folds' without changing theirs
 		drawn := slices.Clone(fd.drawn) // by absolute hold id
 		var order []int
 		order, drawnLive = fd.chooseDrawn(p.holds, segs, maxOps)
